@@ -1,0 +1,41 @@
+# simforge_ros: two commands on a fresh machine — `make demo` and `make test`.
+# Everything installed here is pinned in requirements.txt; build outputs stay out of git.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+DEPS   := $(VENV)/.deps-stamp
+INST   := $(VENV)/.install-stamp
+SOURCES := $(shell find simforge_ros msg srv config launch -type f \
+             -not -path '*/__pycache__/*' -not -path 'simforge_ros/msg/*' \
+             -not -path 'simforge_ros/srv/*' 2>/dev/null) setup.py CMakeLists.txt package.xml
+
+.PHONY: setup demo test bench lint clean
+
+setup: $(INST)
+
+$(DEPS): requirements.txt tools/fix_wheel_cmake.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) tools/fix_wheel_cmake.py
+	touch $@
+
+$(INST): $(DEPS) $(SOURCES)
+	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .
+	touch $@
+
+demo: setup
+	$(VENV)/bin/simforge run right_turn --repeat 11
+
+test: setup
+	$(VENV)/bin/pytest test
+
+bench: setup
+	$(VENV)/bin/simforge bench
+
+lint: setup
+	$(VENV)/bin/ruff check simforge_ros test
+	$(VENV)/bin/mypy simforge_ros
+
+clean:
+	rm -rf build dist *.egg-info $(VENV)

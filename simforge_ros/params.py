@@ -1,0 +1,133 @@
+"""Every node's parameters, declared once: name, type, default and meaning.
+
+The nodes declare exactly these (rclpy) and read them once at start-up into a frozen
+config; the CLI validates ``--set NODE.PARAM=VALUE`` against them before anything starts,
+and the launch file and config/*.yaml use the same names. A period may be given in
+microseconds (``<name>_us``, int) or in seconds (``<name>_s``), never both; seconds are
+converted exactly or refused with ``rate_not_multiple``. A default of ``None`` means
+"unset" (for ``_s`` twins, and for values derived from the clock master or the scenario).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from simforge_ros.core.errors import ConfigError, Problem
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One declared parameter."""
+
+    name: str
+    kind: str  # "int" | "float" | "bool" | "str" | "str_list"
+    default: Any
+    doc: str
+
+
+def _period(name: str, default_us: int | None, doc: str) -> tuple[ParamSpec, ParamSpec]:
+    return (
+        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)"),
+        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly"),
+    )
+
+
+NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
+    "clock_master": (
+        *_period("decision", 100_000, "decision interval: step k is at k * decision_us"),
+        ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us"),
+        *_period("latency", 0, "driver latency, a whole number of steps"),
+        ParamSpec("seed", "int", 0, "run seed, handed to every participant"),
+        ParamSpec("run_id", "str", "", "run id (bookkeeping only; never hashed)"),
+        ParamSpec("participant_timeout_ms", "int", 10_000, "wall-clock limit of one call"),
+        ParamSpec("startup_timeout_ms", "int", 30_000, "wall-clock limit for participants to appear"),
+        ParamSpec("pose_tolerance_m", "float", 0.01, "frame pose vs simulated pose, metres"),
+        ParamSpec("pose_tolerance_deg", "float", 0.1, "frame pose vs simulated pose, degrees"),
+        ParamSpec("record", "bool", True, "wait for the recorder to confirm the run"),
+    ),
+    "sim_bridge": (
+        ParamSpec("backend", "str", "embedded", "simulator backend: embedded"),
+        ParamSpec("scenario", "str", "right_turn", "scenario name or path of a scenario file"),
+        *_period("tick", 20_000, "engine tick"),
+        *_period("camera_period", None, "camera capture period; unset = every step"),
+        ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
+        ParamSpec("width", "int", 320, "camera image width, pixels"),
+        ParamSpec("height", "int", 180, "camera image height, pixels"),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+    ),
+    "driver": (
+        ParamSpec("policy", "str", "route", "route | torch"),
+        ParamSpec("scenario", "str", "right_turn", "scenario the route follower tracks"),
+        ParamSpec("frame_timeout_ms", "int", 5_000, "wall-clock wait for a named frame"),
+        *_period("planning_period", 500_000, "torch planner: planning period"),
+        ParamSpec("deterministic", "bool", True, "torch planner: deterministic algorithms"),
+        ParamSpec("samples", "int", 1, "torch planner: trajectory samples"),
+        ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
+        ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
+        ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights"),
+        ParamSpec("cameras", "str_list", ["front", "left", "rear", "right"], "torch planner cameras"),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+    ),
+    "recorder": (
+        ParamSpec("out_dir", "str", "", "run directory; required"),
+        ParamSpec("run_id", "str", "", "run id"),
+        ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3"),
+        ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages"),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+    ),
+}
+
+
+def spec(node: str, name: str) -> ParamSpec:
+    """The spec of ``node.name``.
+
+    Raises:
+        ConfigError: unknown node or parameter.
+    """
+    if node not in NODE_PARAMS:
+        raise ConfigError.single("--set", f"{node}.{name}", f"a node in {sorted(NODE_PARAMS)}", node)
+    for item in NODE_PARAMS[node]:
+        if item.name == name:
+            return item
+    names = ", ".join(s.name for s in NODE_PARAMS[node])
+    raise ConfigError.single("--set", f"{node}.{name}", f"a parameter of {node}: {names}", name)
+
+
+def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
+    """Check a value against its spec (ints are accepted for floats, nothing else widens).
+
+    Raises:
+        ConfigError: unknown parameter or a value of the wrong type.
+    """
+    item = spec(node, name)
+    ok = {
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "bool": isinstance(value, bool),
+        "str": isinstance(value, str),
+        "str_list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+    }[item.kind]
+    if not ok:
+        raise ConfigError.single(source, f"{node}.{name}", f"a value of type {item.kind}", value)
+    return float(value) if item.kind == "float" else value
+
+
+def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, dict[str, Any]]:
+    """Validate a whole {node: {param: value}} mapping, reporting every problem at once.
+
+    Raises:
+        ConfigError: listing each bad node, parameter or value.
+    """
+    problems: list[Problem] = []
+    out: dict[str, dict[str, Any]] = {}
+    for node, values in params.items():
+        for name, value in values.items():
+            try:
+                out.setdefault(node, {})[name] = coerce(node, name, value, source)
+            except ConfigError as err:
+                problems.extend(err.problems)
+    if problems:
+        raise ConfigError(problems)
+    return out

@@ -1,0 +1,24 @@
+"""Test isolation shared by every test: localhost-only discovery, private ROS logs, and a
+leased ROS_DOMAIN_ID for each test that touches DDS (see simforge_ros.isolation)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+_LOG_DIR = tempfile.mkdtemp(prefix="simforge-test-roslog-")
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+os.environ["ROS_LOG_DIR"] = _LOG_DIR
+os.environ["ROS_HOME"] = _LOG_DIR
+
+
+@pytest.fixture
+def ros_lease(tmp_path) -> Iterator[object]:
+    """A leased domain for one test; its env is what child processes must inherit."""
+    from simforge_ros.isolation import lease_domain
+
+    with lease_domain(tmp_path / "roslog") as lease:
+        yield lease
