@@ -1,0 +1,132 @@
+"""The pure core of simforge_ros: timing contract, refusals, latency, canonical digests.
+
+No rclpy, no wall clock, no global random state: everything here is a function of its
+arguments, so the ROS shell and offline verify tools compute exactly the same results.
+"""
+
+from __future__ import annotations
+
+from simforge_ros.core.canonical import (
+    CANONICAL_VERSION,
+    MAGIC,
+    byte_view,
+    encode,
+    feed,
+    strip_wall,
+    to_plain,
+)
+from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, first_field_diff
+from simforge_ros.core.digest import (
+    GENESIS,
+    FramesChain,
+    StepChain,
+    frame_hash,
+    frame_header,
+    frames_record_bytes,
+    next_digest,
+    step_record,
+    step_record_bytes,
+)
+from simforge_ros.core.errors import (
+    EXIT_COUNTED,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    REFUSALS,
+    Aborted,
+    ConfigError,
+    IncompleteRun,
+    MissingFrame,
+    ParticipantError,
+    ParticipantLost,
+    ParticipantTimeout,
+    PoseTolerance,
+    Problem,
+    RateNotMultiple,
+    Refusal,
+    SimforgeError,
+    StaleFrame,
+    TimeDrift,
+    refusal_from_code,
+)
+from simforge_ros.core.faults import FORMS, KINDS, NODES, Fault, FaultPlan, parse_fault
+from simforge_ros.core.latency import DelayBuffer
+from simforge_ros.core.timing_contract import (
+    Contract,
+    build_contract,
+    check_observation,
+    pose_error,
+    wrap_deg,
+)
+from simforge_ros.core.units import clock_stamp, resolve_period, us_from_seconds
+from simforge_ros.core.values import (
+    Action,
+    FrameStamp,
+    Pose2D,
+    TrajectoryPoint,
+    VehicleState,
+    neutral_action,
+)
+
+__all__ = [
+    "CANONICAL_VERSION",
+    "EXIT_COUNTED",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "FORMS",
+    "GENESIS",
+    "KINDS",
+    "MAGIC",
+    "MISSING",
+    "NODES",
+    "REFUSALS",
+    "Aborted",
+    "Action",
+    "ConfigError",
+    "Contract",
+    "DelayBuffer",
+    "DiffResult",
+    "Fault",
+    "FaultPlan",
+    "FrameStamp",
+    "FramesChain",
+    "IncompleteRun",
+    "MissingFrame",
+    "ParticipantError",
+    "ParticipantLost",
+    "ParticipantTimeout",
+    "Pose2D",
+    "PoseTolerance",
+    "Problem",
+    "RateNotMultiple",
+    "Refusal",
+    "SimforgeError",
+    "StaleFrame",
+    "StepChain",
+    "TimeDrift",
+    "TrajectoryPoint",
+    "VehicleState",
+    "build_contract",
+    "byte_view",
+    "check_observation",
+    "clock_stamp",
+    "describe",
+    "diff_steps",
+    "encode",
+    "feed",
+    "first_field_diff",
+    "frame_hash",
+    "frame_header",
+    "frames_record_bytes",
+    "neutral_action",
+    "next_digest",
+    "parse_fault",
+    "pose_error",
+    "refusal_from_code",
+    "resolve_period",
+    "step_record",
+    "step_record_bytes",
+    "strip_wall",
+    "to_plain",
+    "us_from_seconds",
+    "wrap_deg",
+]

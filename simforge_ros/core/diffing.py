@@ -1,0 +1,161 @@
+"""Find where two recorded runs first differ, and say what differed first.
+
+Digest chains say *whether* two runs agree; when they do not, a human wants the first step
+that differs and which part of the loop moved first. Within a step the parts are compared
+in causal order (timing, then the world state, then camera frames, then the controller's
+decided and applied actions), so the reported field is the earliest cause seen, not one of
+its consequences.
+
+Values are compared exactly as the digest sees them: a float differs from an int, -0.0
+differs from 0.0, and NaN equals NaN only when its bits are the same.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from simforge_ros.core.canonical import strip_wall
+
+
+class _Missing:
+    """Marks a field present in one run and absent in the other."""
+
+    _instance: _Missing | None = None
+
+    def __new__(cls) -> _Missing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+MISSING = _Missing()
+"""The value reported for a field that one of the two runs does not have."""
+
+_KNOWN = ("step", "t_us", "timing", "state", "frames", "frames_digest", "action", "applied", "digest")
+_PHRASES = {
+    "timing": "timing",
+    "state": "state",
+    "frames": "camera frames",
+    "controller": "controller output",
+    "other": "the record",
+    "digest": "the digest (all fields equal)",
+}
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """The first difference between two runs, or that there is none.
+
+    ``first`` is "timing", "state", "frames", "controller", "steps" (different run lengths
+    with an equal prefix), "other" (an unknown top-level key) or "digest" (every field
+    equal but the stored digests differ). ``steps`` is how many steps were compared equal
+    before the difference (all of them when identical).
+    """
+
+    identical: bool
+    step: int | None = None
+    first: str | None = None
+    field: str | None = None
+    a: object = None
+    b: object = None
+    steps: int = 0
+
+
+def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]:
+    """(category, path, value) in the causal comparison order of one step record."""
+    yield "timing", "step", record.get("step", MISSING)
+    yield "timing", "t_us", record.get("t_us", MISSING)
+    timing = record.get("timing", MISSING)
+    yield "timing", "timing", strip_wall(timing) if isinstance(timing, Mapping) else timing
+    yield "state", "state", record.get("state", MISSING)
+    yield "frames", "frames", record.get("frames", MISSING)
+    yield "frames", "frames_digest", record.get("frames_digest", MISSING)
+    yield "controller", "action", record.get("action", MISSING)
+    yield "controller", "applied", record.get("applied", MISSING)
+
+
+def _same_leaf(x: object, y: object) -> bool:
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, float):
+        return struct.pack(">d", x) == struct.pack(">d", y)  # type: ignore[arg-type]
+    return x == y
+
+
+def first_field_diff(path: str, x: object, y: object) -> tuple[str, object, object] | None:
+    """The first (path, x value, y value) where two plain values differ, or None.
+
+    Mapping keys are walked in x's order, then keys only y has; lists by index.
+    """
+    if isinstance(x, Mapping) and isinstance(y, Mapping):
+        keys = list(x.keys()) + [k for k in y.keys() if k not in x]
+        for key in keys:
+            found = first_field_diff(f"{path}.{key}", x.get(key, MISSING), y.get(key, MISSING))
+            if found is not None:
+                return found
+        return None
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        for i in range(max(len(x), len(y))):
+            xi = x[i] if i < len(x) else MISSING
+            yi = y[i] if i < len(y) else MISSING
+            found = first_field_diff(f"{path}.{i}", xi, yi)
+            if found is not None:
+                return found
+        return None
+    if _same_leaf(x, y):
+        return None
+    return path, x, y
+
+
+def diff_steps(a: Sequence[Mapping[str, object]], b: Sequence[Mapping[str, object]]) -> DiffResult:
+    """Compare two runs' step records (as in steps.jsonl) and report the first difference."""
+    for i, (ra, rb) in enumerate(zip(a, b)):
+        step = ra.get("step", i)
+        step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
+        for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb)):
+            found = first_field_diff(path, va, vb)
+            if found is not None:
+                return DiffResult(False, step_no, category, found[0], found[1], found[2], i)
+        extra = [k for k in ra if k not in _KNOWN] + [k for k in rb if k not in _KNOWN and k not in ra]
+        for key in extra:
+            if key.startswith("wall_"):
+                continue
+            found = first_field_diff(key, ra.get(key, MISSING), rb.get(key, MISSING))
+            if found is not None:
+                return DiffResult(False, step_no, "other", found[0], found[1], found[2], i)
+        found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING))
+        if found is not None:
+            return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i)
+    if len(a) != len(b):
+        shorter = min(len(a), len(b))
+        return DiffResult(False, shorter, "steps", "steps", len(a), len(b), shorter)
+    return DiffResult(True, steps=len(a))
+
+
+def _fmt(value: object) -> str:
+    if value is MISSING:
+        return "missing"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def describe(result: DiffResult) -> str:
+    """One line for humans, e.g. "first difference at step 40: controller output differed
+    first (action.steer_rad: 0.1 vs 0.1001)" or "identical (120 steps)"."""
+    if result.identical:
+        return f"identical ({result.steps} steps)"
+    if result.first == "steps":
+        return (
+            f"first difference at step {result.step}: the runs have different lengths "
+            f"({result.a} vs {result.b} steps)"
+        )
+    phrase = _PHRASES.get(result.first or "", result.first or "?")
+    return (
+        f"first difference at step {result.step}: {phrase} differed first "
+        f"({result.field}: {_fmt(result.a)} vs {_fmt(result.b)})"
+    )

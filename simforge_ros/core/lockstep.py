@@ -1,0 +1,209 @@
+"""The lockstep loop itself, apart from the transport that carries its calls.
+
+The clock master node runs this loop with participants reached over ROS services; tests
+and the benchmark's no-ROS baseline run it with participants called directly. Either way
+the loop is the only place that advances time, and it follows the total order written in
+``timing_contract``: observe t(k), check, decide, delay, record, advance to t(k+1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from simforge_ros.core.errors import ParticipantError, RateNotMultiple
+from simforge_ros.core.latency import DelayBuffer
+from simforge_ros.core.timing_contract import Contract, build_contract, check_observation
+from simforge_ros.core.values import Action, FrameStamp, VehicleState, neutral_action
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """Clock master -> bridge: apply ``applied`` and advance to t_us (or reset to t(0))."""
+
+    step: int
+    t_us: int
+    decision_us: int
+    seed: int
+    reset: bool
+    applied: Action
+
+
+@dataclass(frozen=True)
+class ContactInfo:
+    """A contact reported by the engine (harness_fault: caused by scripted traffic)."""
+
+    tick: int
+    t_us: int
+    actor_a: str
+    actor_b: str
+    harness_fault: bool
+
+
+@dataclass(frozen=True)
+class BridgeObservation:
+    """Bridge -> clock master: what the world is at the requested time."""
+
+    step: int
+    engine_t_us: int
+    tick_us: int
+    camera_period_us: int
+    cameras: tuple[str, ...]
+    scenario_duration_us: int
+    world_digest: str
+    state: VehicleState
+    frames: tuple[FrameStamp, ...]
+    contacts: tuple[ContactInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class DecideRequest:
+    """Clock master -> driver: the observation of step ``step``, named, never 'latest'."""
+
+    step: int
+    t_us: int
+    decision_us: int
+    seed: int
+    state: VehicleState
+    frames: tuple[FrameStamp, ...]
+
+
+@dataclass(frozen=True)
+class TimingRecord:
+    """The timing record of one step; wall_* fields never enter a digest."""
+
+    step: int
+    t_us: int
+    engine_t_us: int
+    decision_us: int
+    tick_us: int
+    ticks_per_step: int
+    latency_steps: int
+    world_digest: str
+    frames: tuple[FrameStamp, ...]
+    wall_bridge_ns: int = 0
+    wall_driver_ns: int = 0
+    wall_step_ns: int = 0
+
+
+class Participants(Protocol):
+    """How the loop reaches the bridge and the driver (ROS services, or direct calls)."""
+
+    def step(self, request: StepRequest) -> BridgeObservation:
+        """Raises: Refusal."""
+
+    def decide(self, request: DecideRequest) -> Action:
+        """Raises: Refusal."""
+
+
+class LoopSink(Protocol):
+    """Where the loop's outputs go (publishers, or a list in tests)."""
+
+    def clock(self, step: int, t_us: int) -> None: ...
+
+    def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """The clock master's parameters for one run (already validated types)."""
+
+    decision_us: int = 100_000
+    steps: int = 0  # 0: the scenario's duration / decision_us
+    latency_us: int = 0
+    seed: int = 0
+    pose_tolerance_m: float = 0.01
+    pose_tolerance_deg: float = 0.1
+    extra_periods: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class LoopProgress:
+    """What the loop has done so far; kept by the caller when a refusal interrupts it."""
+
+    steps_done: int = 0
+    expected_steps: int = 0
+    contract: Contract | None = None
+    world_digest: str = ""
+    contacts: list[ContactInfo] = field(default_factory=list)
+
+
+def run_lockstep(
+    config: LoopConfig,
+    participants: Participants,
+    sink: LoopSink,
+    wall_ns: Callable[[], int] = lambda: 0,
+    progress: LoopProgress | None = None,
+    on_step: Callable[[int, int], None] | None = None,
+) -> LoopProgress:
+    """Run the whole loop; return its progress.
+
+    ``wall_ns`` is only ever written into wall_* fields (the shell passes
+    time.perf_counter_ns; the core never reads a clock itself).
+
+    Raises:
+        Refusal: any named refusal, from the contract or a participant; ``progress``
+            (when given) then tells how far the run got.
+    """
+    progress = progress if progress is not None else LoopProgress()
+    decision_us = config.decision_us
+    w0 = wall_ns()
+    obs = participants.step(StepRequest(0, 0, decision_us, config.seed, True, neutral_action()))
+    wall_bridge = wall_ns() - w0
+    contract = build_contract(
+        decision_us=decision_us,
+        tick_us=obs.tick_us,
+        latency_us=config.latency_us,
+        camera_period_us=obs.camera_period_us,
+        cameras=obs.cameras,
+        extra_periods=config.extra_periods,
+        pose_tolerance_m=config.pose_tolerance_m,
+        pose_tolerance_deg=config.pose_tolerance_deg,
+    )
+    progress.contract = contract
+    steps = config.steps or obs.scenario_duration_us // decision_us
+    if steps <= 0:
+        raise RateNotMultiple(-1, f"scenario of {obs.scenario_duration_us} us holds no step of {decision_us} us")
+    progress.expected_steps = steps
+    delay = DelayBuffer(contract.latency_steps)
+    for k in range(steps):
+        t_us = contract.t_us(k)
+        sink.clock(k, t_us)
+        progress.contacts.extend(obs.contacts)
+        progress.world_digest = obs.world_digest
+        check_observation(contract, k, obs.engine_t_us, obs.state.pose, obs.frames)
+        w1 = wall_ns()
+        action = participants.decide(
+            DecideRequest(k, t_us, decision_us, config.seed, obs.state, tuple(obs.frames))
+        )
+        w2 = wall_ns()
+        if action.step != k or action.decided_step != k or action.t_us != t_us:
+            raise ParticipantError(
+                k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us)"
+            )
+        applied = delay.push(k, t_us, action)
+        timing = TimingRecord(
+            step=k, t_us=t_us, engine_t_us=obs.engine_t_us, decision_us=decision_us,
+            tick_us=contract.tick_us, ticks_per_step=contract.ticks_per_step,
+            latency_steps=contract.latency_steps, world_digest=obs.world_digest,
+            frames=tuple(obs.frames), wall_bridge_ns=wall_bridge, wall_driver_ns=w2 - w1,
+            wall_step_ns=w2 - w0,
+        )
+        sink.record(timing, action, applied, obs.state)
+        progress.steps_done = k + 1
+        if on_step is not None:
+            on_step(k, steps)
+        if k + 1 < steps:
+            w0 = wall_ns()
+            obs = participants.step(
+                StepRequest(k + 1, contract.t_us(k + 1), decision_us, config.seed, False, applied)
+            )
+            wall_bridge = wall_ns() - w0
+    return progress
+
+
+__all__: Sequence[str] = (
+    "BridgeObservation", "ContactInfo", "DecideRequest", "LoopConfig", "LoopProgress",
+    "LoopSink", "Participants", "StepRequest", "TimingRecord", "run_lockstep",
+)

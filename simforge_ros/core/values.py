@@ -1,0 +1,71 @@
+"""Plain values passed between the pure core, the engine, the policies and the ROS shell.
+
+Frozen dataclasses only: no rclpy import, no wall clock. Units are in the names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Pose2D:
+    """A planar pose in the map frame."""
+
+    x_m: float
+    y_m: float
+    yaw_rad: float
+
+
+@dataclass(frozen=True)
+class VehicleState:
+    """The ego state observed at t_us of a step."""
+
+    step: int
+    t_us: int
+    pose: Pose2D
+    speed_mps: float
+    steer_rad: float
+    accel_mps2: float
+
+
+@dataclass(frozen=True)
+class FrameStamp:
+    """A camera frame named by its exact sample time and the ego pose it was rendered for."""
+
+    camera: str
+    t_us: int
+    pose: Pose2D
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    """A waypoint in the frame of the pose where the plan was made (x forward, y left)."""
+
+    dt_us: int
+    x_m: float
+    y_m: float
+
+
+@dataclass(frozen=True)
+class Action:
+    """A driver decision: a command plus an optional plan anchored where it was planned.
+
+    ``step`` is the step the action was decided at (or, once applied, the step it is applied
+    at); ``decided_step`` always names the step it was decided at.
+    """
+
+    step: int
+    decided_step: int
+    t_us: int
+    steer_rad: float
+    accel_mps2: float
+    has_plan: bool = False
+    plan_step: int = 0
+    anchor: Pose2D = Pose2D(0.0, 0.0, 0.0)
+    trajectory: tuple[TrajectoryPoint, ...] = field(default_factory=tuple)
+
+
+def neutral_action(step: int = 0, t_us: int = 0) -> Action:
+    """The action applied before any decision has come through the latency buffer."""
+    return Action(step=step, decided_step=step, t_us=t_us, steer_rad=0.0, accel_mps2=0.0)

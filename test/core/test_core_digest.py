@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+
+import numpy as np
+import pytest
+
+from simforge_ros.core.canonical import encode, strip_wall
+from simforge_ros.core.digest import (
+    GENESIS,
+    FramesChain,
+    StepChain,
+    frame_hash,
+    frames_record_bytes,
+    next_digest,
+    step_record_bytes,
+)
+
+
+def record(k: int) -> dict[str, dict[str, object]]:
+    return {
+        "timing": {"step": k, "t_us": k * 100_000, "engine_t_us": k * 100_000, "wall_step_ns": 123 + k},
+        "action": {"step": k, "decided_step": k, "steer_rad": 0.01 * k},
+        "applied": {"step": k, "decided_step": max(0, k - 2), "steer_rad": 0.01 * max(0, k - 2)},
+        "state": {"step": k, "pose": {"x_m": 1.0 * k, "y_m": 0.0, "yaw_rad": 0.0}, "speed_mps": 3.0},
+    }
+
+
+def run(records: list[dict[str, dict[str, object]]]) -> list[str]:
+    chain = StepChain()
+    return [chain.add(k, **r) for k, r in enumerate(records)]  # type: ignore[arg-type]
+
+
+def test_empty_chain_is_genesis() -> None:
+    chain = StepChain()
+    assert chain.hexdigest == GENESIS.hex() == "0" * 64 and chain.steps == 0
+
+
+def test_chain_matches_manual_sha256() -> None:
+    r = record(0)
+    chain = StepChain()
+    got = chain.add(0, r["timing"], r["action"], r["applied"], r["state"])
+    body = encode({"step": 0, "timing": strip_wall(r["timing"]), "action": r["action"],
+                   "applied": r["applied"], "state": r["state"]})
+    assert got == hashlib.sha256(GENESIS + body).hexdigest() == chain.hexdigest
+    assert body == step_record_bytes(0, r["timing"], r["action"], r["applied"], r["state"])
+    assert next_digest(GENESIS, body).hex() == got
+
+
+def test_one_change_at_step_k_changes_k_and_after_not_before() -> None:
+    base = [record(k) for k in range(10)]
+    changed = copy.deepcopy(base)
+    changed[4]["state"]["speed_mps"] = 3.0000000001
+    a, b = run(base), run(changed)
+    assert a[:4] == b[:4]
+    assert all(x != y for x, y in zip(a[4:], b[4:]))
+
+
+def test_wall_fields_never_enter_the_digest() -> None:
+    base = [record(k) for k in range(3)]
+    changed = copy.deepcopy(base)
+    changed[1]["timing"]["wall_step_ns"] = 99_999_999
+    assert run(base) == run(changed)
+
+
+def test_steps_must_be_consecutive_from_zero() -> None:
+    chain = StepChain()
+    r = record(0)
+    with pytest.raises(ValueError):
+        chain.add(1, r["timing"], r["action"], r["applied"], r["state"])
+    chain.add(0, r["timing"], r["action"], r["applied"], r["state"])
+    with pytest.raises(ValueError):
+        chain.add(0, r["timing"], r["action"], r["applied"], r["state"])
+    assert chain.steps == 1
+
+
+def test_frame_hash_equals_manual_computation_for_every_buffer_kind() -> None:
+    pixels = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    raw = pixels.tobytes()
+    manual = hashlib.sha256(encode(["rgb8", 6, 4, 18]) + raw).hexdigest()
+    assert frame_hash("rgb8", 6, 4, 18, raw) == manual
+    assert frame_hash("rgb8", 6, 4, 18, pixels) == manual
+    assert frame_hash("rgb8", 6, 4, 18, pixels.reshape(-1)) == manual
+    assert frame_hash("rgb8", 6, 4, 18, memoryview(raw)) == manual
+    assert frame_hash("rgb8", 6, 4, 18, bytearray(raw)) == manual
+    assert frame_hash("bgr8", 6, 4, 18, raw) != manual
+    assert frame_hash("rgb8", 6, 4, 18, np.asfortranarray(pixels)) == manual
+
+
+def test_frames_chain() -> None:
+    chain = FramesChain()
+    d0 = chain.add(0, {"front": "aa", "chase": "bb"})
+    manual = hashlib.sha256(GENESIS + encode([0, [["chase", "bb"], ["front", "aa"]]])).hexdigest()
+    assert d0 == manual
+    assert frames_record_bytes(0, {"chase": "bb", "front": "aa"}) == encode([0, [["chase", "bb"], ["front", "aa"]]])
+    d2 = chain.add(2, {"front": "cc"})
+    assert chain.hexdigest == d2 and chain.steps == 2 and chain.last_step == 2
+    with pytest.raises(ValueError):
+        chain.add(2, {})
+
+
+def test_frame_hash_throughput_is_printed_not_asserted() -> None:
+    frame = np.random.default_rng(0).integers(0, 256, size=700_000, dtype=np.uint8)
+    n = 20
+    t0 = time.perf_counter()
+    for _ in range(n):
+        hashlib.sha256(frame).digest()
+    raw_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for _ in range(n):
+        frame_hash("rgb8", 700, 333, 2100, frame)
+    ours_s = time.perf_counter() - t0
+    print(f"frame_hash throughput: {raw_s / ours_s:.0%} of raw hashlib.sha256")

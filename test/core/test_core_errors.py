@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from simforge_ros.core import errors as E
+
+
+def test_refusal_codes_and_exit_codes_are_stable() -> None:
+    expected = {
+        "time_drift": 10,
+        "rate_not_multiple": 11,
+        "missing_frame": 12,
+        "stale_frame": 13,
+        "pose_tolerance": 14,
+        "participant_timeout": 15,
+        "participant_lost": 16,
+        "incomplete_run": 17,
+        "participant_error": 18,
+        "aborted": 19,
+    }
+    assert {code: cls.exit_code for code, cls in E.REFUSALS.items()} == expected
+    for code, cls in E.REFUSALS.items():
+        assert cls.code == code
+        assert issubclass(cls, E.Refusal) and issubclass(cls, E.SimforgeError)
+    assert (E.EXIT_COUNTED, E.EXIT_FAILURE, E.EXIT_USAGE) == (0, 1, 2)
+
+
+def test_refusal_str_and_dict() -> None:
+    r = E.TimeDrift(3, "engine 300001 us")
+    assert str(r) == "time_drift at step 3: engine 300001 us"
+    assert r.to_dict() == {"code": "time_drift", "step": 3, "detail": "engine 300001 us"}
+    early = E.RateNotMultiple(-1, "tick")
+    assert str(early) == "rate_not_multiple before step 0: tick"
+
+
+def test_refusal_pickles_and_base_is_abstract() -> None:
+    r = pickle.loads(pickle.dumps(E.StaleFrame(7, "old")))
+    assert isinstance(r, E.StaleFrame) and r.step == 7 and r.detail == "old"
+    with pytest.raises(TypeError):
+        E.Refusal(0, "x")
+    with pytest.raises(ValueError):
+        E.TimeDrift(-2, "x")
+
+
+def test_refusal_from_code() -> None:
+    r = E.refusal_from_code("missing_frame", 4, "no chase")
+    assert type(r) is E.MissingFrame and r.step == 4 and r.detail == "no chase"
+    u = E.refusal_from_code("bogus_code", 5, "boom")
+    assert type(u) is E.ParticipantError and u.code == "participant_error"
+    assert "bogus_code" in u.detail and "boom" in u.detail
+
+
+def test_config_error_reports_every_problem() -> None:
+    err = E.ConfigError(
+        [E.Problem("scenario.yaml", "decision_s", "a number", "fast"), E.Problem("cli", "--seed", "an int", 1.5)]
+    )
+    assert str(err).splitlines() == [
+        "scenario.yaml: decision_s: expected a number, got 'fast'",
+        "cli: --seed: expected an int, got 1.5",
+    ]
+    assert len(err.problems) == 2
+    single = E.ConfigError.single("a", "b", "c", None)
+    assert str(single) == "a: b: expected c, got None"
+    again = pickle.loads(pickle.dumps(err))
+    assert again.problems == err.problems
+    with pytest.raises(ValueError):
+        E.ConfigError([])

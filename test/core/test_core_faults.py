@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import pytest
+
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.core.faults import Fault, FaultPlan, parse_fault
+
+GOOD = {
+    "drop_frame@12": Fault("drop_frame", 12),
+    "stale_frame@0": Fault("stale_frame", 0),
+    "rig_offset=0.0054,0.134": Fault("rig_offset", offset_m=0.0054, offset_deg=0.134),
+    "time_offset=1@30": Fault("time_offset", 30, offset_us=1),
+    "time_offset=-250@3": Fault("time_offset", 3, offset_us=-250),
+    "jitter=15.0": Fault("jitter", max_jitter_ms=15.0),
+    "perturb_action=0.0001@40": Fault("perturb_action", 40, eps=0.0001),
+    "perturb_state=1e-06@40": Fault("perturb_state", 40, eps=1e-6),
+    "kill=driver@20": Fault("kill", 20, node="driver"),
+}
+
+
+@pytest.mark.parametrize("spec", sorted(GOOD))
+def test_parse_good_specs_and_round_trip(spec: str) -> None:
+    fault = parse_fault(spec)
+    assert fault == GOOD[spec]
+    assert parse_fault(fault.spec()) == fault
+    assert fault.spec() == spec
+
+
+def test_other_number_spellings_are_accepted() -> None:
+    assert parse_fault("jitter=15").max_jitter_ms == 15.0
+    assert parse_fault("rig_offset=-.5,2e-1").offset_deg == 0.2
+    assert parse_fault(" drop_frame@3 ").step == 3
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "drop_frame@-1",
+        "drop_frame@",
+        "drop_frame@1.5",
+        "drop_frame",
+        "stale_frame=3",
+        "rig_offset=0.1",
+        "rig_offset=a,b",
+        "rig_offset=nan,1",
+        "rig_offset=1e999,0",
+        "time_offset=1.5@3",
+        "time_offset=5",
+        "jitter=-1",
+        "jitter=fast",
+        "perturb_action=0.1",
+        "perturb_action=x@3",
+        "perturb_state=0.1@-4",
+        "kill=clock_master@3",
+        "kill=driver",
+        "explode@3",
+        "",
+    ],
+)
+def test_bad_specs_are_config_errors(spec: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fault(spec)
+    (problem,) = info.value.problems
+    assert problem.source == "--inject" and problem.field == spec
+    assert "@" in problem.expected or "=" in problem.expected
+
+
+def test_unknown_kind_lists_every_form() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fault("explode@3")
+    expected = info.value.problems[0].expected
+    for form in ("drop_frame@K", "rig_offset=METRES,DEGREES", "kill=NODE@K", "sim_bridge"):
+        assert form in expected
+
+
+def test_plan_parse_reports_all_problems() -> None:
+    with pytest.raises(ConfigError) as info:
+        FaultPlan.parse(["drop_frame@1", "oops", "kill=nobody@2", "drop_frame@1"])
+    assert [p.field for p in info.value.problems] == ["oops", "kill=nobody@2", "drop_frame@1"]
+
+
+def test_plan_routing_and_lookup() -> None:
+    plan = FaultPlan.parse(sorted(GOOD))
+    assert plan.specs() == sorted(GOOD)
+    assert FaultPlan.parse(plan.specs()) == plan
+    bridge = {f.kind for f in plan.for_node("sim_bridge")}
+    assert bridge == {"drop_frame", "stale_frame", "rig_offset", "time_offset", "perturb_state", "jitter"}
+    driver = plan.for_node("driver")
+    assert {f.kind for f in driver} == {"perturb_action", "jitter", "kill"}
+    assert list(plan.for_node("recorder")) == []
+    assert plan.at("drop_frame", 12) == Fault("drop_frame", 12)
+    assert plan.at("drop_frame", 11) is None
+    assert plan.first("rig_offset") == GOOD["rig_offset=0.0054,0.134"]
+    assert FaultPlan().first("jitter") is None and not FaultPlan() and len(plan) == len(GOOD)
+    with pytest.raises(ValueError):
+        plan.at("drop_frames", 12)
+
+
+def test_kill_goes_only_to_the_named_node() -> None:
+    plan = FaultPlan.parse(["kill=recorder@5", "kill=sim_bridge@9"])
+    assert plan.for_node("recorder").specs() == ["kill=recorder@5"]
+    assert plan.for_node("sim_bridge").specs() == ["kill=sim_bridge@9"]
+    assert plan.for_node("driver").specs() == []
