@@ -1,0 +1,193 @@
+"""Determinism probe for the torch planner: same input, many calls, how many bit-identical?
+
+``simforge probe-driver`` answers two questions a user must know before trusting a
+recorded run of a learned driver: does the model give the same plan for the same input
+(with deterministic on, it must; with it off, it may or may not), and what does
+determinism cost per call. Every call gets the *same* saved input, so any difference is
+the model's, not the data's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.values import Pose2D, TrajectoryPoint, VehicleState
+from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.torch_planner import (
+    SURROUND_CAMERAS,
+    TorchPlanner,
+    TorchPlannerConfig,
+)
+
+InputsLoader = Callable[[Path], list[Observation]]
+"""Reads the observations (state + frames) of a recorded run directory."""
+
+NO_LOADER_MESSAGE = "reading inputs from a run needs the recorder's bag reader"
+PROBE_RUN_SEED = 0
+DEFAULT_DECISION_US = 100_000
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """How many of ``calls`` model calls returned the first call's plan, bit for bit."""
+
+    mode: str  # "on" (deterministic) or "off"
+    calls: int
+    identical: int
+    ms_per_call: float
+    samples: int = 1
+    dtype: str = "float32"
+
+
+def _plan_bits(traj: Sequence[TrajectoryPoint]) -> bytes:
+    """The exact bits of a plan (float equality would call -0.0 == 0.0 and NaN != NaN)."""
+    return b"".join(struct.pack("<qdd", p.dt_us, p.x_m, p.y_m) for p in traj)
+
+
+def probe(config: TorchPlannerConfig, inputs: Sequence[Observation], calls: int) -> ProbeResult:
+    """Call the planner's model ``calls`` times and count plans identical to the first.
+
+    Every call uses inputs[0] (same frames, same state, same step, so the same per-call
+    seed when deterministic). One untimed, uncounted warm-up call first keeps one-time
+    setup out of ms_per_call; the cost is timed with time.perf_counter and never affects
+    a plan.
+    """
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    if not inputs:
+        raise ValueError("probe needs at least one input observation")
+    obs = inputs[0]
+    first_frame = next(iter(obs.frames.values()))
+    planner = TorchPlanner(config, frames_hw=(first_frame.shape[0], first_frame.shape[1]))
+    planner.reset(PROBE_RUN_SEED, obs.decision_us)
+    planner.plan(obs)  # warm-up
+    bits: list[bytes] = []
+    start_s = time.perf_counter()
+    for _ in range(calls):
+        bits.append(_plan_bits(planner.plan(obs)))
+    elapsed_s = time.perf_counter() - start_s
+    identical = sum(1 for b in bits if b == bits[0])
+    mode = "on" if config.deterministic else "off"
+    ms_per_call = elapsed_s * 1e3 / calls
+    return ProbeResult(mode, calls, identical, ms_per_call, config.samples, config.dtype)
+
+
+def generated_inputs(
+    seed: int,
+    cameras: Sequence[str] = SURROUND_CAMERAS,
+    hw: tuple[int, int] = (180, 320),
+    count: int = 1,
+    decision_us: int = DEFAULT_DECISION_US,
+) -> list[Observation]:
+    """Synthetic but deterministic observations: textured frames from default_rng(seed).
+
+    A smooth per-camera gradient plus noise, so the frames are not constant (every conv
+    sees structure) yet reproducible from the seed alone. Steps are 0, 1, 2, ...
+    """
+    rng = np.random.default_rng(seed)
+    h, w = hw
+    ramp = (np.linspace(0, 160, w, dtype=np.float64)[None, :, None]
+            + np.linspace(0, 60, h, dtype=np.float64)[:, None, None])  # fmt: skip
+    out = []
+    for step in range(count):
+        frames = {}
+        for i, cam in enumerate(cameras):
+            noise = rng.integers(0, 96, size=(h, w, 3))
+            frames[cam] = np.clip(ramp + noise + 20 * i, 0, 255).astype(np.uint8)
+        speed_mps = float(rng.uniform(2.0, 8.0))
+        t_us = step * decision_us
+        state = VehicleState(step, t_us, Pose2D(0.0, 0.0, 0.0), speed_mps, 0.0, 0.0)
+        out.append(Observation(step, t_us, decision_us, state, frames))
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="simforge probe-driver",
+        description="Call the torch planner many times on one saved input; count identical plans.",
+    )
+    p.add_argument("--calls", type=int, default=182, help="model calls per mode (default 182)")
+    p.add_argument("--deterministic", choices=("on", "off", "both"), default="both")
+    p.add_argument("--samples", type=int, default=1, help="trajectory samples per call")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--threads", type=int, default=1, help="torch threads when deterministic")
+    p.add_argument("--weights", default=None, help="state_dict/TorchScript file (default: seeded)")
+    p.add_argument("--weights-seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated input frames")
+    p.add_argument(
+        "--inputs", type=Path, default=None, metavar="RUN_DIR",
+        help="probe on a recorded run's first observation, not generated frames",
+    )  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print a JSON list, one object per mode")
+    return p
+
+
+def _format_table(results: Sequence[ProbeResult]) -> str:
+    """Modes side by side: identical/calls and ms per call, then the on/off cost ratio."""
+    rows = [
+        ("mode", [r.mode for r in results]),
+        ("identical", [f"{r.identical}/{r.calls}" for r in results]),
+        ("ms/call", [f"{r.ms_per_call:.3f}" for r in results]),
+    ]
+    lines = [f"{name:<10}" + "".join(f"{v:>12}" for v in vals) for name, vals in rows]
+    by_mode = {r.mode: r for r in results}
+    if "on" in by_mode and "off" in by_mode and by_mode["off"].ms_per_call > 0:
+        ratio = by_mode["on"].ms_per_call / by_mode["off"].ms_per_call
+        lines.append(f"cost ratio on/off: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) -> int:
+    """``simforge probe-driver``: exit 0 when deterministic-on plans are all identical.
+
+    Exit 1 when 'on' returned a differing plan (the determinism promise is broken), 2 on
+    usage errors (including --inputs without a bag reader wired in as ``loader``). 'off'
+    differing is information, not a failure.
+    """
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: --help is 0, a usage error 2
+        return int(exc.code or 0)
+    if args.calls < 1 or args.samples < 1 or args.threads < 1:
+        print("probe-driver: --calls, --samples and --threads must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        base = TorchPlannerConfig(
+            samples=args.samples, dtype=args.dtype, num_threads=args.threads,
+            weights_path=args.weights, weights_seed=args.weights_seed,
+        )  # fmt: skip
+        if args.inputs is None:
+            inputs = generated_inputs(args.seed, base.cameras)
+        elif loader is None:
+            print(f"probe-driver: {NO_LOADER_MESSAGE}", file=sys.stderr)
+            return EXIT_USAGE
+        else:
+            inputs = loader(args.inputs)
+            names = tuple(inputs[0].frames) if inputs else ()
+            if names and not set(base.cameras) <= set(names):  # a recorded rig of its own
+                base = replace(base, cameras=names)
+        modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
+        results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]
+    except (SimforgeError, OSError, ValueError, KeyError) as exc:
+        print(f"probe-driver: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps([asdict(r) for r in results], indent=2))
+    else:
+        print(_format_table(results))
+    on = [r for r in results if r.mode == "on"]
+    return EXIT_FAILURE if any(r.identical != r.calls for r in on) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,43 @@
+"""Driver policies by name. torch is imported only when the torch planner is asked for,
+so the route-follower path (and the default demo) never pays for it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.drivers.policy import Policy
+
+POLICIES = ("route", "torch")
+
+
+def make_policy(name: str, params: Mapping[str, Any], planning_period_us: int | None) -> Policy:
+    """Build the policy the driver node runs, from its validated parameters.
+
+    Raises:
+        ConfigError: unknown policy, bad policy parameters, or a bad scenario.
+    """
+    if name == "route":
+        from simforge_ros.drivers.route_follower import RouteFollower
+        from simforge_ros.engine import load_scenario
+
+        try:
+            scenario = load_scenario(params["scenario"])
+        except ValueError as err:
+            raise ConfigError.single("driver", "scenario", "a valid scenario name or file", str(err)) from None
+        return RouteFollower(scenario)
+    if name == "torch":
+        from simforge_ros.drivers.torch_planner import TorchPlanner, from_params
+
+        config = from_params({
+            "cameras": list(params["cameras"]),
+            "planning_period_us": planning_period_us if planning_period_us is not None else 500_000,
+            "deterministic": params["deterministic"],
+            "samples": params["samples"],
+            "dtype": params["dtype"],
+            "weights_path": params["weights"],
+            "weights_seed": params["weights_seed"],
+        }, source="driver")
+        return TorchPlanner(config)
+    raise ConfigError.single("driver", "policy", f"one of {', '.join(POLICIES)}", name)

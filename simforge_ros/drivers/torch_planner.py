@@ -1,0 +1,399 @@
+"""A learned surround-camera planner: a small CNN proposes waypoints, pure pursuit tracks them.
+
+The network adds a bounded residual to a nominal "keep lane, ease toward the target speed"
+trajectory, so seeded untrained weights drive sensibly while every pixel still reaches the
+plan. Plans are anchored where they were made and tracked every step from the observed
+state. Sampling noise comes from a generator seeded by (run seed, step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from simforge_ros.core.errors import ConfigError, MissingFrame, Problem, RateNotMultiple
+from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
+from simforge_ros.drivers.policy import Observation
+
+SURROUND_CAMERAS: tuple[str, ...] = ("front", "left", "rear", "right")
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_REDUCES = ("mean", "first")
+_FLOATS = ("sample_noise_std", "target_speed_mps", "residual_scale_m")
+
+
+@dataclass(frozen=True)
+class TorchPlannerConfig:
+    """Everything that changes what the torch planner returns (all of it goes in describe)."""
+
+    cameras: tuple[str, ...] = SURROUND_CAMERAS
+    planning_period_us: int = 500_000
+    waypoints: int = 10
+    waypoint_dt_us: int = 100_000
+    weights_path: str | None = None  # None: seeded initialisation from weights_seed
+    weights_seed: int = 0
+    deterministic: bool = True
+    num_threads: int = 1  # used only when deterministic (off: torch's default)
+    samples: int = 1
+    sample_reduce: str = "mean"  # samples > 1: "mean" of the samples, or the "first"
+    sample_noise_std: float = 0.1
+    dtype: str = "float32"
+    target_speed_mps: float = 8.0
+    residual_scale_m: float = 0.5
+
+    def __post_init__(self) -> None:
+        problems = _problems(asdict(self), "TorchPlannerConfig")
+        if problems:
+            raise ConfigError(problems)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _is_cameras(v: Any) -> bool:
+    ok = isinstance(v, (list, tuple)) and len(v) > 0 and len(set(v)) == len(v)
+    return ok and all(isinstance(c, str) and c for c in v)
+
+
+_POSITIVE_INT = (lambda v: _is_int(v) and v > 0, "a positive integer")
+_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "cameras": (_is_cameras, "a non-empty list of distinct camera names"),
+    "planning_period_us": _POSITIVE_INT,
+    "waypoints": _POSITIVE_INT,
+    "waypoint_dt_us": _POSITIVE_INT,
+    "weights_path": (lambda v: v is None or isinstance(v, str), "a weights file path, or empty"),
+    "weights_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "deterministic": (lambda v: isinstance(v, bool), "true or false"),
+    "num_threads": _POSITIVE_INT,
+    "samples": _POSITIVE_INT,
+    "sample_reduce": (lambda v: v in _REDUCES, "one of " + ", ".join(_REDUCES)),
+    "sample_noise_std": (lambda v: _is_num(v) and v >= 0, "a finite number >= 0"),
+    "dtype": (lambda v: v in _DTYPES, "one of " + ", ".join(_DTYPES)),
+    "target_speed_mps": (lambda v: _is_num(v) and v > 0, "a finite number > 0"),
+    "residual_scale_m": (lambda v: _is_num(v) and v >= 0, "a finite number >= 0"),
+}
+
+
+def _problems(values: Mapping[str, Any], source: str) -> list[Problem]:
+    """Every type or range problem in ``values``, fields named as users write them."""
+    unknown = (lambda _: False, f"a known field ({', '.join(_CHECKS)})")
+    return [
+        Problem(source, f"driver.{key}", expected, v)
+        for key, v in values.items()
+        for check, expected in (_CHECKS.get(key, unknown),)
+        if not check(v)
+    ]
+
+
+def from_params(params: Mapping[str, Any], source: str = "driver params") -> TorchPlannerConfig:
+    """Validate user parameters (e.g. ROS params) into a config, reporting every problem.
+
+    Raises:
+        ConfigError: one Problem per bad field, naming ``driver.<field>`` and its form.
+    """
+    problems = _problems(params, source)
+    if problems:
+        raise ConfigError(problems)
+    values: dict[str, Any] = {k: float(v) if k in _FLOATS else v for k, v in params.items()}
+    if "cameras" in values:
+        values["cameras"] = tuple(values["cameras"])
+    return TorchPlannerConfig(**{**values, "weights_path": values.get("weights_path") or None})
+
+
+class SurroundPlannerNet(nn.Module):
+    """Shared conv encoder over every camera, then an MLP head to per-waypoint residuals.
+
+    Downsamples raw uint8 frames itself (area pooling: every pixel counts; a TorchScript
+    export is self-contained). Returns tanh values, shape (samples, waypoints, 2);
+    ``noise`` (samples, latent_dim) perturbs the latent once per sample.
+    """
+
+    def __init__(self, cameras: int, waypoints: int) -> None:
+        super().__init__()
+        self.pool_h, self.pool_w, self.waypoints = 45, 80, waypoints
+        self.latent_dim = cameras * 32 + 1
+        conv = [nn.Conv2d(3, 16, 5, 2, 2), nn.Conv2d(16, 32, 3, 2, 1), nn.Conv2d(32, 32, 3, 2, 1)]
+        self.enc = nn.Sequential(*[m for c in conv for m in (c, nn.ReLU())])
+        self.head1 = nn.Linear(self.latent_dim, 64)
+        self.head2 = nn.Linear(64, waypoints * 2)
+
+    def forward(
+        self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor
+    ) -> torch.Tensor:
+        dtype = self.head2.weight.dtype
+        x = F.adaptive_avg_pool2d(images.permute(0, 3, 1, 2).float(), (self.pool_h, self.pool_w))
+        x = (x * (1.0 / 255.0) - 0.5).to(dtype)  # pooled in float32: no pixel lost to bf16
+        x = self.enc(x).mean(dim=(2, 3))
+        speed = (speed_mps.to(dtype) * 0.1).reshape(1, 1)
+        latent = torch.cat([x.reshape(1, -1), speed], dim=1) + noise.to(dtype)
+        out = torch.tanh(self.head2(torch.relu(self.head1(latent))))
+        return out.reshape(-1, self.waypoints, 2)
+
+
+def seeded_net(cameras: int, waypoints: int, weights_seed: int) -> SurroundPlannerNet:
+    """He-uniform weights from weights_seed (not the run seed); zero biases. The last layer
+    starts 10x smaller so untrained residuals are millimetres to centimetres, not metres."""
+    net = SurroundPlannerNet(cameras, waypoints)
+    gen = torch.Generator().manual_seed(weights_seed)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            bound = 0.0 if name.endswith("bias") else math.sqrt(6.0 / p[0].numel())
+            p.uniform_(-bound, bound, generator=gen).mul_(0.1 if name == "head2.weight" else 1.0)
+    return net
+
+
+def state_dict_sha256(state: Mapping[str, torch.Tensor]) -> str:
+    """SHA-256 of sorted names, dtypes, shapes and raw bytes (torch.save bytes embed a
+    per-save serialization id, so they cannot name seeded weights stably)."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def _is_torchscript(path: Path) -> bool:
+    """TorchScript archives carry compiled code; plain state_dicts only pickled tensors."""
+    with contextlib.suppress(zipfile.BadZipFile), zipfile.ZipFile(path) as zf:
+        return any(n.endswith("/constants.pkl") or "/code/" in n for n in zf.namelist())
+    return False
+
+
+def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
+    """(model, kind, sha256) of the configured weights: seeded, state_dict or TorchScript.
+
+    Raises:
+        ConfigError: the weights file is missing or does not fit this planner.
+    """
+    n_cam, k = len(config.cameras), config.waypoints
+    if config.weights_path is None:
+        net = seeded_net(n_cam, k, config.weights_seed)
+        return net, "seeded", state_dict_sha256(net.state_dict())
+    path = Path(config.weights_path)
+    field = "driver.weights_path"
+    if not path.is_file():
+        raise ConfigError.single("driver", field, "an existing weights file", str(path))
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    try:
+        if _is_torchscript(path):
+            with warnings.catch_warnings():  # torch.jit is deprecated in 2.13; still loads
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return torch.jit.load(str(path), map_location="cpu"), "torchscript", sha
+        net = SurroundPlannerNet(n_cam, k)
+        net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
+    except (RuntimeError, ValueError, KeyError, TypeError, OSError) as exc:
+        expected = f"a state_dict or TorchScript for {n_cam} cameras and {k} waypoints"
+        raise ConfigError.single("driver", field, expected, f"{path}: {exc}") from None
+    return net, "state_dict", sha
+
+
+@dataclass(frozen=True)
+class PursuitGains:
+    """The deterministic tracker: pure pursuit for steering, speed preview for accel."""
+
+    wheelbase_m: float = 2.7
+    lookahead_min_m: float = 3.0
+    lookahead_gain_s: float = 0.8
+    max_steer_rad: float = 0.6
+    speed_preview_us: int = 500_000
+    max_accel_mps2: float = 2.0
+    max_brake_mps2: float = 6.0
+    nominal_accel_mps2: float = 1.0
+
+
+TRACKER = PursuitGains()
+
+
+def _call_seed(run_seed: int, step: int) -> int:
+    """A well-mixed 63-bit seed per (run seed, step) so no two steps share noise."""
+    digest = hashlib.sha256(f"torch-planner|{run_seed}|{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+@contextlib.contextmanager
+def _torch_mode(deterministic: bool, num_threads: int) -> Iterator[None]:
+    """Deterministic settings for one call, restoring the process-wide ones after; 'off'
+    touches nothing (torch's own defaults)."""
+    if not deterministic:
+        yield
+        return
+    was_det, was_warn = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    was_threads = torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was_det, warn_only=was_warn)
+        torch.set_num_threads(was_threads)
+
+
+def nominal_x_m(speed_mps: float, target_mps: float, accel_mps2: float, t_s: np.ndarray) -> Any:
+    """Distance travelled easing from speed to target at a constant rate, then holding it."""
+    v0 = max(speed_mps, 0.0)
+    a = math.copysign(accel_mps2, target_mps - v0) if v0 != target_mps else 0.0
+    t_reach = abs(target_mps - v0) / accel_mps2 if a else 0.0
+    t1 = np.minimum(t_s, t_reach)
+    return v0 * t1 + 0.5 * a * t1 * t1 + (v0 + a * t_reach) * np.maximum(t_s - t_reach, 0.0)
+
+
+class TorchPlanner:
+    """Policy: plan with the CNN at planning steps, track the anchored plan every step."""
+
+    name = "torch"
+
+    def __init__(self, config: TorchPlannerConfig, frames_hw: tuple[int, int] = (180, 320)) -> None:
+        self.config, self.frames_hw = config, (int(frames_hw[0]), int(frames_hw[1]))
+        model, self._weights_kind, self._weights_sha256 = load_weights(config)
+        # The network in use (also for export, e.g. torch.jit.script(planner.model)).
+        self.model: nn.Module = model.eval().to(_DTYPES[config.dtype])  # called in inference_mode
+        self._seed, self._decision_us, self._period_steps = 0, 0, 0
+        self._plan: tuple[int, Pose2D, tuple[TrajectoryPoint, ...]] | None = None
+
+    @property
+    def weights_sha256(self) -> str:
+        """SHA-256 of the weights file bytes, or of the canonical seeded state_dict."""
+        return self._weights_sha256
+
+    def reset(self, seed: int, decision_us: int) -> None:
+        """Start a run; the planning period must be a positive whole number of steps.
+
+        Raises:
+            RateNotMultiple: planning_period_us is not a multiple of decision_us.
+        """
+        period_us = self.config.planning_period_us
+        if decision_us <= 0 or period_us <= 0 or period_us % decision_us:
+            detail = f"driver.planning_period_us={period_us} is not a whole number of decision"
+            raise RateNotMultiple(-1, f"{detail} steps (decision_us={decision_us})")
+        self._seed, self._decision_us = int(seed), int(decision_us)
+        self._period_steps, self._plan = period_us // decision_us, None
+
+    def cameras_at(self, step: int) -> tuple[str, ...]:
+        """All configured cameras at planning steps, none in between."""
+        planning = self._period_steps > 0 and step % self._period_steps == 0
+        return self.config.cameras if planning else ()
+
+    def _images(self, obs: Observation) -> torch.Tensor:
+        """(cameras, H, W, 3) uint8 in configured camera order; refuses a missing frame."""
+        frames = []
+        for cam in self.config.cameras:
+            frame = obs.frames.get(cam)
+            if frame is None:
+                raise MissingFrame(obs.step, f"torch planner needs camera {cam!r}")
+            if frame.dtype != np.uint8 or frame.shape != (*self.frames_hw, 3):
+                want = f"{(*self.frames_hw, 3)} uint8"
+                raise ValueError(f"camera {cam!r}: want {want}, got {frame.shape} {frame.dtype}")
+            frames.append(frame)
+        return torch.from_numpy(np.stack(frames))
+
+    def plan(self, obs: Observation) -> tuple[TrajectoryPoint, ...]:
+        """Run the model on obs's frames and speed (the stored plan is not changed).
+
+        samples > 1: each sample perturbs the latent with its own noise; the plan is the
+        mean of the samples' residuals ("mean") or the first sample's ("first").
+        """
+        cfg, k = self.config, self.config.waypoints
+        images = self._images(obs)
+        speed = torch.tensor([obs.state.speed_mps], dtype=torch.float32)
+        with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode():
+            gen = torch.Generator()
+            if cfg.deterministic:
+                gen.manual_seed(_call_seed(self._seed, obs.step))
+            else:
+                gen.seed()  # deliberately unseeded: 'off' samples differ call to call
+            latent_dim = int(getattr(self.model, "latent_dim", len(cfg.cameras) * 32 + 1))
+            noise = torch.randn((cfg.samples, latent_dim), generator=gen) * cfg.sample_noise_std
+            noise = noise if cfg.samples > 1 else torch.zeros_like(noise)
+            out = self.model(images, speed, noise).float().numpy().astype(np.float64)
+        res = out.mean(axis=0) if cfg.sample_reduce == "mean" else out[0]
+        t_s = np.arange(0, k + 1, dtype=np.float64) * (cfg.waypoint_dt_us / 1e6)
+        x_nom = nominal_x_m(
+            obs.state.speed_mps, cfg.target_speed_mps, TRACKER.nominal_accel_mps2, t_s
+        )
+        step_m = cfg.residual_scale_m / k  # a waypoint moves <= scale/K more than the last
+        dx = np.maximum(np.diff(x_nom) + res[:, 0] * step_m, 0.0)  # never plan reversing
+        xs, ys = np.cumsum(dx), np.cumsum(res[:, 1] * step_m)
+        dts = [(i + 1) * cfg.waypoint_dt_us for i in range(k)]
+        return tuple(TrajectoryPoint(dts[i], float(xs[i]), float(ys[i])) for i in range(k))
+
+    def decide(self, obs: Observation) -> Action:
+        """Replan at planning steps, then track the anchored plan from the observed state."""
+        if obs.decision_us != self._decision_us:
+            raise ValueError(f"obs.decision_us={obs.decision_us}, reset with {self._decision_us}")
+        if self.cameras_at(obs.step):
+            self._plan = (obs.step, obs.state.pose, self.plan(obs))
+        if self._plan is None:  # only if a run starts off a planning step: coast straight
+            return Action(obs.step, obs.step, obs.t_us, 0.0, 0.0)
+        plan_step, anchor, traj = self._plan
+        elapsed_us = (obs.step - plan_step) * self._decision_us
+        steer, accel = track(obs.state.pose, obs.state.speed_mps, anchor, traj, elapsed_us)
+        return Action(obs.step, obs.step, obs.t_us, steer, accel, True, plan_step, anchor, traj)
+
+    def describe(self) -> dict[str, Any]:
+        """The full configuration for the run manifest (weights named by sha256)."""
+        cfg = self.config
+        seeding = "sha256(run seed, step) seeded" if cfg.deterministic else "unseeded"
+        weights = {"kind": self._weights_kind, "sha256": self.weights_sha256}
+        return {
+            **{k: v for k, v in asdict(cfg).items() if k != "cameras"},
+            "name": self.name,
+            "cameras": list(cfg.cameras),
+            "frames_hw": list(self.frames_hw),
+            "weights": weights,
+            "num_threads": cfg.num_threads if cfg.deterministic else "torch default",
+            "seed_handling": f"weights from weights_seed; per call a {seeding} torch.Generator",
+            "tracker": asdict(TRACKER),
+            "torch_version": torch.__version__,
+        }
+
+
+def track(
+    pose: Pose2D, speed_mps: float, anchor: Pose2D, traj: Sequence[TrajectoryPoint], elapsed_us: int
+) -> tuple[float, float]:
+    """(steer_rad, accel_mps2) following an anchored plan: pure pursuit + speed preview."""
+    g = TRACKER
+    ca, sa = math.cos(anchor.yaw_rad), math.sin(anchor.yaw_rad)
+    cp, sp = math.cos(pose.yaw_rad), math.sin(pose.yaw_rad)
+    lookahead_m = max(g.lookahead_min_m, g.lookahead_gain_s * max(speed_mps, 0.0))
+    target: tuple[float, float] | None = None
+    for p in traj:  # anchor frame -> map frame -> current vehicle frame
+        mx = anchor.x_m + ca * p.x_m - sa * p.y_m - pose.x_m
+        my = anchor.y_m + sa * p.x_m + ca * p.y_m - pose.y_m
+        lx, ly = cp * mx + sp * my, -sp * mx + cp * my
+        if lx > 0.0:
+            target = (lx, ly)
+            if math.hypot(lx, ly) >= lookahead_m:
+                break
+    steer = 0.0
+    if target is not None:  # curvature 2y/d^2 with d >= lookahead: no spikes at standstill
+        d2 = max(target[0] ** 2 + target[1] ** 2, lookahead_m**2)
+        steer = math.atan(g.wheelbase_m * 2.0 * target[1] / d2)
+        steer = min(max(steer, -g.max_steer_rad), g.max_steer_rad)
+    # Planned speed at elapsed + preview: the speed along the plan's segment at that time.
+    times = [0] + [p.dt_us for p in traj]
+    pts = [(0.0, 0.0)] + [(p.x_m, p.y_m) for p in traj]
+    t_us = elapsed_us + g.speed_preview_us
+    i = next((j for j in range(1, len(times)) if times[j] > t_us), len(times) - 1)
+    v_ref = math.dist(pts[i], pts[i - 1]) / ((times[i] - times[i - 1]) / 1e6)
+    accel = (v_ref - speed_mps) / (g.speed_preview_us / 1e6)
+    return steer, min(max(accel, -g.max_brake_mps2), g.max_accel_mps2)

@@ -1,0 +1,96 @@
+"""The determinism probe: counts on identical inputs, its CLI, and the injectable inputs loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.probe import (
+    NO_LOADER_MESSAGE,
+    ProbeResult,
+    generated_inputs,
+    main,
+    probe,
+)
+from simforge_ros.drivers.torch_planner import TorchPlannerConfig
+
+
+def test_deterministic_on_is_n_of_n_identical() -> None:
+    result = probe(TorchPlannerConfig(samples=2), generated_inputs(1), 12)
+    assert isinstance(result, ProbeResult)
+    assert (result.mode, result.calls, result.identical) == ("on", 12, 12)
+    assert result.ms_per_call > 0.0
+
+
+def test_off_with_samples_draws_unseeded_noise_each_call() -> None:
+    result = probe(TorchPlannerConfig(deterministic=False, samples=4), generated_inputs(1), 12)
+    assert result.mode == "off" and result.calls == 12
+    assert 1 <= result.identical < 12  # call 0 matches itself; fresh noise every other call
+
+
+def test_probe_uses_one_input_for_every_call() -> None:
+    inputs = generated_inputs(2, count=3)
+    assert probe(TorchPlannerConfig(), inputs, 6).identical == 6  # cycling would differ
+
+
+def test_generated_inputs_are_deterministic() -> None:
+    cams, hw = ("front", "rear"), (36, 64)
+    a, b = generated_inputs(5, cams, hw, count=2), generated_inputs(5, cams, hw, count=2)
+    c = generated_inputs(6, cams, hw, count=2)
+    assert [o.step for o in a] == [0, 1] and a[1].t_us == 100_000
+    assert a[0].frames["front"].shape == (36, 64, 3) and a[0].frames["front"].dtype == np.uint8
+    for x, y in zip(a, b, strict=True):
+        assert x.state == y.state
+        assert all(np.array_equal(x.frames[k], y.frames[k]) for k in x.frames)
+    assert not np.array_equal(a[0].frames["front"], c[0].frames["front"])
+
+
+def test_main_json_lists_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--calls", "3", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["mode"] for r in rows] == ["on", "off"]
+    for row in rows:
+        assert {"mode", "calls", "identical", "ms_per_call"} <= set(row)
+        assert row["calls"] == 3 and isinstance(row["ms_per_call"], float)
+    assert rows[0]["identical"] == 3
+
+
+def test_main_prints_modes_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--calls", "2", "--samples", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["mode", "on", "off"]
+    assert out[1].split()[0] == "identical" and out[1].split()[1] == "2/2"
+    assert out[2].startswith("ms/call") and out[3].startswith("cost ratio on/off: ")
+
+
+def test_inputs_without_a_bag_reader_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--inputs", str(tmp_path), "--calls", "2"]) == 2
+    assert NO_LOADER_MESSAGE in capsys.readouterr().err
+
+
+def test_inputs_come_from_the_injected_loader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: list[Path] = []
+
+    def loader(run_dir: Path) -> list[Observation]:
+        seen.append(run_dir)
+        return generated_inputs(3, ("cam_a", "cam_b"), (90, 160))
+
+    argv = ["--inputs", str(tmp_path), "--calls", "2", "--deterministic", "on", "--json"]
+    assert main(argv, loader) == 0
+    assert seen == [tmp_path]
+    assert json.loads(capsys.readouterr().out)[0]["identical"] == 2
+
+
+def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--samples", "0"]) == 2
+    assert main(["--deterministic", "maybe"]) == 2
+    assert main(["--weights", "/nonexistent/planner.pt", "--calls", "1"]) == 2
+    assert "driver.weights_path" in capsys.readouterr().err

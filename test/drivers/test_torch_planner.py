@@ -1,0 +1,263 @@
+"""The torch planner: period checks, camera requests, bit-exact replay, pixel sensitivity,
+anchored tracking, weight files and config errors."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import struct
+import subprocess
+import sys
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from simforge_ros.core.errors import ConfigError, MissingFrame, RateNotMultiple
+from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint, VehicleState
+from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.probe import generated_inputs
+from simforge_ros.drivers.torch_planner import (
+    TRACKER,
+    TorchPlanner,
+    TorchPlannerConfig,
+    from_params,
+    track,
+)
+
+DECISION_US = 100_000
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def frames() -> Mapping[str, np.ndarray]:
+    return generated_inputs(7)[0].frames
+
+
+def _obs(step: int, state: VehicleState, frames: Mapping[str, np.ndarray]) -> Observation:
+    return Observation(step, step * DECISION_US, DECISION_US, state, frames)
+
+
+ORIGIN = Pose2D(0.0, 0.0, 0.0)
+
+
+def _state(step: int, pose: Pose2D = ORIGIN, speed_mps: float = 5.0) -> VehicleState:
+    return VehicleState(step, step * DECISION_US, pose, speed_mps, 0.0, 0.0)
+
+
+def _bits(action: Action) -> bytes:
+    """Every float of an action as exact bits (== would equate -0.0 and 0.0)."""
+    vals = [action.steer_rad, action.accel_mps2, action.anchor.x_m, action.anchor.y_m]
+    vals += [v for p in action.trajectory for v in (p.x_m, p.y_m)]
+    return repr(action).encode() + struct.pack(f"<{len(vals)}d", *vals)
+
+
+def _drive(planner: TorchPlanner, frames: Mapping[str, np.ndarray], steps: int) -> list[Action]:
+    """Closed loop on a kinematic bicycle; frames only where the planner asks for them."""
+    x = y = yaw = 0.0
+    v = 3.0
+    actions = []
+    for k in range(steps):
+        state = _state(k, Pose2D(x, y, yaw), v)
+        obs_frames = {c: frames[c] for c in planner.cameras_at(k)}
+        a = planner.decide(_obs(k, state, obs_frames))
+        actions.append(a)
+        dt = DECISION_US / 1e6
+        x, y = x + v * math.cos(yaw) * dt, y + v * math.sin(yaw) * dt
+        yaw += v / TRACKER.wheelbase_m * math.tan(a.steer_rad) * dt
+        v = max(0.0, v + a.accel_mps2 * dt)
+    return actions
+
+
+def test_reset_refuses_a_planning_period_that_is_not_whole_steps() -> None:
+    planner = TorchPlanner(TorchPlannerConfig(planning_period_us=250_000))
+    with pytest.raises(RateNotMultiple) as info:
+        planner.reset(0, DECISION_US)
+    assert info.value.code == "rate_not_multiple"
+    assert info.value.step == -1
+    assert "driver.planning_period_us=250000" in info.value.detail
+    assert "decision_us=100000" in info.value.detail
+    planner.reset(0, 50_000)  # 250 000 us is 5 steps of 50 000 us
+
+
+def test_cameras_only_at_planning_steps() -> None:
+    planner = TorchPlanner(TorchPlannerConfig())
+    planner.reset(0, DECISION_US)
+    asked = {k: planner.cameras_at(k) for k in range(12)}
+    assert asked[0] == asked[5] == asked[10] == ("front", "left", "rear", "right")
+    assert all(asked[k] == () for k in range(12) if k % 5)
+
+
+def test_same_config_and_seed_give_bit_identical_actions(frames: Mapping[str, np.ndarray]) -> None:
+    runs = []
+    for _ in range(2):
+        planner = TorchPlanner(TorchPlannerConfig(samples=3))
+        planner.reset(42, DECISION_US)
+        runs.append([_bits(a) for a in _drive(planner, frames, 30)])
+    assert runs[0] == runs[1]
+
+
+def test_untrained_seeded_planner_drives_sensibly(frames: Mapping[str, np.ndarray]) -> None:
+    planner = TorchPlanner(TorchPlannerConfig())
+    planner.reset(0, DECISION_US)
+    actions = _drive(planner, frames, 50)
+    assert all(a.has_plan for a in actions)
+    assert all(abs(a.steer_rad) < 0.05 for a in actions)
+    assert all(0.0 < a.accel_mps2 <= TRACKER.max_accel_mps2 for a in actions[:20])  # 3 -> 8 m/s
+    last = actions[-1].anchor
+    assert last.x_m > 15.0 and abs(last.y_m) < 0.5 and abs(last.yaw_rad) < 0.1
+    points = actions[0].trajectory
+    assert [p.dt_us for p in points] == [100_000 * (i + 1) for i in range(10)]
+    assert all(b.x_m >= a.x_m for a, b in itertools.pairwise(points))
+
+
+def test_one_changed_pixel_changes_the_plan_and_tracking_uses_the_anchored_plan(
+    frames: Mapping[str, np.ndarray],
+) -> None:
+    changed = dict(frames)
+    rear = frames["rear"].copy()
+    rear[90, 160, 1] = (int(rear[90, 160, 1]) + 100) % 256
+    changed["rear"] = rear
+    anchor = Pose2D(10.0, -2.0, 0.3)
+    results = []
+    for fr in (frames, changed):
+        planner = TorchPlanner(TorchPlannerConfig())
+        planner.reset(0, DECISION_US)
+        planned = planner.decide(_obs(0, _state(0, anchor), fr))
+        # Step 1 is no planning step: no frames; the car has moved 0.5 m along its heading.
+        moved = Pose2D(10.0 + 0.5 * math.cos(0.3), -2.0 + 0.5 * math.sin(0.3), 0.3)
+        tracked = planner.decide(_obs(1, _state(1, moved), {}))
+        results.append((planned, tracked))
+    (plan_a, track_a), (plan_b, track_b) = results
+    assert plan_a.trajectory != plan_b.trajectory
+    assert max(abs(p.y_m - q.y_m) for p, q in zip(plan_a.trajectory, plan_b.trajectory)) < 0.01
+    for planned, tracked in results:
+        assert tracked.has_plan and tracked.plan_step == 0 and tracked.anchor == anchor
+        assert tracked.trajectory == planned.trajectory
+        expected = track(moved, 5.0, anchor, planned.trajectory, DECISION_US)
+        assert (tracked.steer_rad, tracked.accel_mps2) == expected
+    assert (track_a.steer_rad, track_a.accel_mps2) != (track_b.steer_rad, track_b.accel_mps2)
+
+
+def test_tracking_transforms_the_anchored_plan_into_the_current_frame() -> None:
+    left_turn = tuple(TrajectoryPoint(100_000 * (i + 1), 0.5 * (i + 1), 0.05 * (i + 1) ** 2)
+                      for i in range(10))  # fmt: skip
+    anchor = Pose2D(3.0, 4.0, math.pi / 2)  # heading +y in the map
+    steer, _ = track(anchor, 5.0, anchor, left_turn, 0)
+    assert steer > 0.0  # plan bends left of the anchor heading
+    # The same plan seen from a pose already turned past the plan's heading steers right.
+    steer_past, _ = track(Pose2D(3.0, 4.0, math.pi / 2 + 0.8), 5.0, anchor, left_turn, 0)
+    assert steer_past < 0.0
+    straight = tuple(TrajectoryPoint(100_000 * (i + 1), 0.5 * (i + 1), 0.0) for i in range(10))
+    # 5 m/s planned, 4.5 m/s driven: close the gap over the 0.5 s speed preview.
+    assert track(anchor, 4.5, anchor, straight, 200_000) == pytest.approx((0.0, 1.0), abs=1e-9)
+    assert track(anchor, 20.0, anchor, straight, 200_000)[1] == -TRACKER.max_brake_mps2
+
+
+def test_weight_files_round_trip(tmp_path: Path, frames: Mapping[str, np.ndarray]) -> None:
+    seeded = TorchPlanner(TorchPlannerConfig(weights_seed=3))
+    assert seeded.weights_sha256 == TorchPlanner(TorchPlannerConfig(weights_seed=3)).weights_sha256
+    assert seeded.weights_sha256 != TorchPlanner(TorchPlannerConfig()).weights_sha256
+    state_path = tmp_path / "planner.pth"
+    torch.save(seeded.model.state_dict(), state_path)
+    script_path = tmp_path / "planner_ts.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(seeded.model), str(script_path))
+    obs = _obs(0, _state(0), frames)
+    seeded.reset(9, DECISION_US)
+    want = seeded.plan(obs)
+    for path, kind in ((state_path, "state_dict"), (script_path, "torchscript")):
+        loaded = TorchPlanner(TorchPlannerConfig(weights_path=str(path)))
+        loaded.reset(9, DECISION_US)
+        assert loaded.plan(obs) == want
+        assert loaded.weights_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert loaded.describe()["weights"] == {"kind": kind, "sha256": loaded.weights_sha256}
+
+
+def test_weights_that_do_not_fit_are_a_config_error(tmp_path: Path) -> None:
+    other = TorchPlanner(TorchPlannerConfig(waypoints=6))
+    path = tmp_path / "six.pt"
+    torch.save(other.model.state_dict(), path)
+    for bad in (str(path), str(tmp_path / "missing.pt")):
+        with pytest.raises(ConfigError) as info:
+            TorchPlanner(TorchPlannerConfig(weights_path=bad))
+        assert info.value.problems[0].field == "driver.weights_path"
+
+
+def test_samples_reduce_and_dtype_options(frames: Mapping[str, np.ndarray]) -> None:
+    obs = _obs(5, _state(5), frames)
+    plans = {}
+    for key, cfg in {
+        "one": TorchPlannerConfig(),
+        "mean": TorchPlannerConfig(samples=4),
+        "first": TorchPlannerConfig(samples=4, sample_reduce="first"),
+        "bf16": TorchPlannerConfig(dtype="bfloat16"),
+    }.items():
+        planner = TorchPlanner(cfg)
+        planner.reset(1, DECISION_US)
+        plans[key] = planner.plan(obs)
+        assert planner.plan(obs) == plans[key]  # deterministic: same step, same noise
+    assert len({plans[k] for k in plans}) == 4
+    unseeded = TorchPlanner(TorchPlannerConfig(samples=4, deterministic=False))
+    unseeded.reset(1, DECISION_US)
+    assert unseeded.plan(obs) != unseeded.plan(obs)
+
+
+def test_model_calls_restore_torch_global_settings(frames: Mapping[str, np.ndarray]) -> None:
+    threads, det = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    planner = TorchPlanner(TorchPlannerConfig(num_threads=1))
+    planner.reset(0, DECISION_US)
+    planner.plan(_obs(0, _state(0), frames))
+    assert (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()) == (threads, det)
+
+
+def test_a_missing_camera_at_a_planning_step_is_refused(frames: Mapping[str, np.ndarray]) -> None:
+    planner = TorchPlanner(TorchPlannerConfig())
+    planner.reset(0, DECISION_US)
+    partial = {c: f for c, f in frames.items() if c != "left"}
+    with pytest.raises(MissingFrame) as info:
+        planner.decide(_obs(0, _state(0), partial))
+    assert info.value.code == "missing_frame" and "'left'" in info.value.detail
+
+
+def test_describe_is_json_and_names_every_option() -> None:
+    planner = TorchPlanner(TorchPlannerConfig(weights_seed=2))
+    desc = json.loads(json.dumps(planner.describe()))
+    assert desc["name"] == "torch" and desc["cameras"] == ["front", "left", "rear", "right"]
+    for key in ("planning_period_us", "waypoints", "waypoint_dt_us", "deterministic", "samples",
+                "sample_reduce", "dtype", "weights_seed", "weights_path", "num_threads",
+                "seed_handling", "frames_hw", "torch_version"):  # fmt: skip
+        assert key in desc
+    assert desc["weights"] == {"kind": "seeded", "sha256": planner.weights_sha256}
+
+
+def test_from_params_builds_a_config_and_names_every_bad_field() -> None:
+    cfg = from_params({"cameras": ["front"], "planning_period_us": 300_000, "samples": 2,
+                       "target_speed_mps": 6, "weights_path": "", "dtype": "bfloat16"})  # fmt: skip
+    assert cfg == TorchPlannerConfig(cameras=("front",), planning_period_us=300_000, samples=2,
+                                     target_speed_mps=6.0, dtype="bfloat16")  # fmt: skip
+    bad = {"planning_period_us": "500000", "samples": 0, "dtype": "float16", "bogus": 1,
+           "deterministic": "yes", "cameras": [], "sample_reduce": "median"}  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        from_params(bad, source="run.yaml")
+    problems = {p.field: p for p in info.value.problems}
+    assert set(problems) == {f"driver.{k}" for k in bad}
+    assert problems["driver.samples"].expected == "a positive integer"
+    assert "float32" in problems["driver.dtype"].expected
+    assert all(p.source == "run.yaml" for p in problems.values())
+    with pytest.raises(ConfigError, match="driver.waypoints"):
+        TorchPlannerConfig(waypoints=True)
+
+
+def test_the_drivers_package_does_not_import_torch() -> None:
+    code = "import sys, simforge_ros.drivers.policy; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"
