@@ -103,7 +103,14 @@ def data_files() -> list[tuple[str, list[str]]]:
         rel = path.relative_to(STAGE)
         if rel.as_posix().startswith(PY_SITE):
             continue  # the Python side goes into the package itself
+        if rel.as_posix().startswith(("share/simforge_ros/config/", "share/simforge_ros/launch/")):
+            continue  # taken fresh from the source tree below
         files.setdefault(rel.parent.as_posix(), []).append(str(path))
+    for top in ("config", "launch"):
+        for path in sorted((HERE / top).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                rel = path.relative_to(HERE)
+                files.setdefault(f"share/simforge_ros/{rel.parent.as_posix()}", []).append(str(path))
     files["lib/simforge_ros"] = [str(_shim(node)) for node in NODES]
     return sorted(files.items())
 

@@ -1,0 +1,49 @@
+"""Start a simforge_ros lockstep run on a real ROS 2 install:
+
+    ros2 launch simforge_ros simforge.launch.py scenario:=right_turn driver:=route \
+        latency_us:=0 seed:=0 out_dir:=/tmp/simforge-run
+
+The same four executables and parameter names as `simforge run --layout processes`; the
+parameter file (config/simforge.yaml by default) holds every other parameter. The clock
+master ends the run; its exit ends the launch.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.event_handlers import OnProcessExit
+from launch.events import Shutdown
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description() -> LaunchDescription:
+    share = get_package_share_directory("simforge_ros")
+    args = {
+        "scenario": ("right_turn", "scenario name or scenario file"),
+        "driver": ("route", "driver policy: route | torch"),
+        "latency_us": ("0", "driver latency in microseconds (a whole number of steps)"),
+        "seed": ("0", "run seed"),
+        "steps": ("0", "steps to run; 0 = the whole scenario"),
+        "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
+        "run_id": ("launch", "run id"),
+        "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
+    }
+    declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in args.items()]
+    cfg = {k: LaunchConfiguration(k) for k in args}
+    params_file = cfg["params_file"]
+    recorder = Node(package="simforge_ros", executable="recorder", name="recorder", output="screen",
+                    parameters=[params_file, {"out_dir": cfg["out_dir"], "run_id": cfg["run_id"]}])
+    bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
+                  parameters=[params_file, {"scenario": cfg["scenario"]}])
+    driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
+                  parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}])
+    clock = Node(package="simforge_ros", executable="clock_master", name="clock_master", output="screen",
+                 parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
+                                           "steps": cfg["steps"], "run_id": cfg["run_id"]}])
+    end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
+    return LaunchDescription([*declared, recorder, bridge, driver, clock, end_with_clock])

@@ -1,0 +1,60 @@
+"""The embedded engine (simforge_ros.engine) as a bridge backend: the default simulator."""
+
+from __future__ import annotations
+
+from simforge_ros.backends.base import BackendInfo, RenderedFrame
+from simforge_ros.core.errors import StaleFrame
+from simforge_ros.core.lockstep import ContactInfo
+from simforge_ros.core.values import FrameStamp, VehicleState
+from simforge_ros.engine import ENGINE_VERSION, Engine, StaleRenderError, load_scenario
+
+
+class EmbeddedBackend:
+    """Wraps one Engine; ``load`` starts a fresh one so a run never inherits state."""
+
+    def __init__(self, scenario: str, tick_us: int, width: int = 320, height: int = 180) -> None:
+        """Raises: ScenarioError: the scenario cannot be found or is invalid."""
+        self._scenario = load_scenario(scenario)
+        self._tick_us = tick_us
+        self._size = (width, height)
+        self._engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("EmbeddedBackend used before load()")
+        return self._engine
+
+    def load(self, seed: int) -> BackendInfo:
+        width, height = self._size
+        self._engine = Engine(self._scenario, seed=seed, tick_us=self._tick_us, width=width, height=height)
+        return BackendInfo(
+            tick_us=self._tick_us,
+            scenario=self._scenario.name,
+            scenario_sha256=self._scenario.source_sha256,
+            duration_us=self._scenario.duration_us,
+            version=ENGINE_VERSION,
+        )
+
+    def time_us(self) -> int:
+        return self.engine.t_us
+
+    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactInfo]:
+        events = self.engine.advance(steer_rad, accel_mps2, n_ticks)
+        return [ContactInfo(e.tick, e.t_us, e.actor_a, e.actor_b, e.harness_fault) for e in events]
+
+    def state(self, step: int) -> VehicleState:
+        return self.engine.ego_state(step)
+
+    def render(self, camera: str, t_us: int, rig_offset: tuple[float, float]) -> RenderedFrame:
+        try:
+            frame = self.engine.render(camera, t_us, rig_offset=rig_offset)
+        except StaleRenderError as err:
+            raise StaleFrame(-1, str(err)) from err
+        return RenderedFrame(FrameStamp(camera, frame.t_us, frame.pose), frame.pixels)
+
+    def world_digest(self) -> str:
+        return self.engine.world_digest
+
+    def perturb_ego(self, dx_m: float) -> None:
+        self.engine.perturb_ego(dx_m)

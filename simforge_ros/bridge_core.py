@@ -1,0 +1,117 @@
+"""What the sim bridge does with a Step request, without ROS: advance whole ticks to the
+requested time, observe, render the frames that time is due, apply injected faults.
+
+The bridge keeps no copy of the decision interval: each request carries t_us and
+decision_us from the clock master, and the camera period defaults to that interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simforge_ros.backends.base import BackendInfo, RenderedFrame, SimBackend
+from simforge_ros.core.errors import ParticipantError, RateNotMultiple, StaleFrame
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.lockstep import BridgeObservation, StepRequest
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """The bridge's validated parameters."""
+
+    cameras: tuple[str, ...] = ("chase", "front")
+    camera_period_us: int | None = None  # None: every decision step
+    faults: FaultPlan = FaultPlan(())
+
+
+class BridgeCore:
+    """Serves Step requests over one backend."""
+
+    def __init__(self, backend: SimBackend, config: BridgeConfig) -> None:
+        self._backend = backend
+        self._config = config
+        self._info: BackendInfo | None = None
+        self._last_step = -1
+        self._previous_frames: dict[str, RenderedFrame] = {}
+        rig = config.faults.first("rig_offset")
+        self._rig_offset = (float(rig.offset_m or 0.0), float(rig.offset_deg or 0.0)) if rig is not None else (0.0, 0.0)
+
+    @property
+    def info(self) -> BackendInfo | None:
+        return self._info
+
+    def step(self, request: StepRequest) -> tuple[BridgeObservation, list[RenderedFrame]]:
+        """Advance to request.t_us and observe; returns the observation and its frames.
+
+        Raises:
+            RateNotMultiple: the time to advance is not a whole number of ticks.
+            ParticipantError: steps out of order, or a step before reset.
+        """
+        step = request.step
+        faults = self._config.faults
+        if request.reset:
+            self._info = self._backend.load(request.seed)
+            self._last_step = -1
+            self._previous_frames = {}
+            if request.t_us != 0 or step != 0:
+                raise ParticipantError(step, f"reset must be at step 0, t_us 0; got step {step}, t_us {request.t_us}")
+            contacts = []
+        else:
+            if self._info is None or step != self._last_step + 1:
+                raise ParticipantError(step, f"step {step} requested after step {self._last_step} (reset first)")
+            delta_us = request.t_us - self._backend.time_us()
+            tick_us = self._info.tick_us
+            if delta_us <= 0 or delta_us % tick_us:
+                raise RateNotMultiple(
+                    step, f"advancing {delta_us} us to t_us={request.t_us} is not a whole number of {tick_us} us ticks"
+                )
+            applied = request.applied
+            contacts = self._backend.advance(applied.steer_rad, applied.accel_mps2, delta_us // tick_us)
+        self._last_step = step
+        perturb = faults.at("perturb_state", step)
+        if perturb is not None:
+            self._backend.perturb_ego(float(perturb.eps or 0.0))
+        info = self._info
+        assert info is not None
+        engine_t_us = self._backend.time_us()
+        period_us = self._config.camera_period_us or request.decision_us
+        frames = self._frames(step, engine_t_us, period_us)
+        offset = faults.at("time_offset", step)
+        reported_t_us = engine_t_us + (int(offset.offset_us or 0) if offset is not None else 0)
+        observation = BridgeObservation(
+            step=step,
+            engine_t_us=int(reported_t_us),
+            tick_us=info.tick_us,
+            camera_period_us=period_us,
+            cameras=self._config.cameras,
+            scenario_duration_us=info.duration_us,
+            world_digest=self._backend.world_digest(),
+            state=self._backend.state(step),
+            frames=tuple(f.stamp for f in frames),
+            contacts=tuple(contacts),
+        )
+        return observation, frames
+
+    def _frames(self, step: int, t_us: int, period_us: int) -> list[RenderedFrame]:
+        if t_us % period_us:
+            return []
+        faults = self._config.faults
+        if faults.at("drop_frame", step) is not None:
+            dropped = self._config.cameras[0]
+        else:
+            dropped = None
+        stale = faults.at("stale_frame", step) is not None
+        frames = []
+        for camera in self._config.cameras:
+            if camera == dropped:
+                continue
+            if stale and camera in self._previous_frames:
+                frames.append(self._previous_frames[camera])  # an old frame, stamped for its own time
+                continue
+            try:
+                frame = self._backend.render(camera, t_us, self._rig_offset)
+            except StaleFrame as err:
+                raise StaleFrame(step, err.detail) from err
+            frames.append(frame)
+        self._previous_frames = {f.stamp.camera: f for f in frames}
+        return frames

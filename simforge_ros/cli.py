@@ -1,0 +1,172 @@
+"""`simforge`: run, compare and check lockstep runs.
+
+    simforge run SCENARIO [--repeat N] [--driver NAME] [--seed S] [--latency-ms MS]
+                 [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
+                 [--inject SPEC ...] [--out DIR] [--json]
+    simforge scenarios
+    simforge verify RUN [--json]
+    simforge diff RUN_A RUN_B [--json] [--force]
+    simforge probe-driver [...]
+    simforge render SCENARIO [...]
+    simforge bench [--quick]
+
+Every command returns an exit code: 0 success (every run counted), 1 a run refused or a
+check failed, 2 a usage or input error (said in one line naming the field), and a run's
+own refusal exit code when a single run was refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+
+_RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse's own exit code 2, with our wording
+        self.print_usage(sys.stderr)
+        print(f"simforge: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        node, dot, name = key.partition(".")
+        if not sep or not dot or not node or not name:
+            raise ConfigError.single("--set", item, "NODE.PARAM=VALUE (e.g. clock_master.decision_us=100000)", item)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        out.setdefault(node, {})[name] = value
+    return out
+
+
+def _latency_us(text: str | None) -> int:
+    if text is None:
+        return 0
+    try:
+        value = Decimal(text) * 1000
+    except InvalidOperation:
+        raise ConfigError.single("--latency-ms", "latency", "a number of milliseconds", text) from None
+    if value < 0 or value != value.to_integral_value():
+        raise ConfigError.single("--latency-ms", "latency", "a whole number of microseconds >= 0", text)
+    return int(value)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from simforge_ros.engine import list_scenarios
+    from simforge_ros.runner import RunSpec, new_run_id, run
+
+    scenario = args.scenario
+    if scenario not in list_scenarios() and not Path(scenario).is_file():
+        raise ConfigError.single("SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario)
+    if args.repeat < 1:
+        raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
+    sets = _parse_set(args.set)
+    latency_us = _latency_us(args.latency_ms)
+    out_root = Path(args.out)
+    results = []
+    show_progress = sys.stderr.isatty() and not args.json
+    for index in range(args.repeat):
+        run_id = new_run_id(scenario, args.seed, index)
+        spec = RunSpec(
+            scenario=str(Path(scenario).resolve()) if Path(scenario).is_file() else scenario,
+            out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=args.driver, seed=args.seed,
+            steps=args.steps, latency_us=latency_us, layout=args.layout, sets=sets,
+            faults=tuple(args.inject),
+        )
+
+        def progress(k: int, total: int) -> None:
+            if show_progress and (k % 10 == 0 or k + 1 == total):
+                print(f"\r{run_id}: step {k + 1}/{total}", end="", file=sys.stderr, flush=True)
+
+        result = run(spec, progress)
+        if show_progress:
+            print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
+        results.append(result)
+        if args.json:
+            print(json.dumps(result.to_dict(), sort_keys=True), flush=True)
+        else:
+            refusal = result.refusal
+            status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
+            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}  {status}", flush=True)
+            if refusal is not None:
+                print(f"  {refusal['detail']}", flush=True)
+    failed = [r for r in results if r.status != "counted"]
+    if not failed:
+        return 0
+    return failed[0].exit_code if len(results) == 1 else EXIT_FAILURE
+
+
+def _scenarios(_args: argparse.Namespace) -> int:
+    from simforge_ros.engine import list_scenarios, load_scenario
+
+    for name in list_scenarios():
+        scenario = load_scenario(name)
+        print(f"{name:20s} {scenario.duration_us / 1e6:6.1f} s  {scenario.path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="simforge", description="Closed-loop driving simulation in exact lockstep on ROS 2.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
+    run.add_argument("scenario", help="a name from `simforge scenarios` or a scenario file")
+    run.add_argument("--repeat", type=int, default=1)
+    run.add_argument("--driver", choices=("route", "torch"), default="route")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
+    run.add_argument("--steps", type=int, default=0, help="0: the whole scenario")
+    run.add_argument("--layout", choices=("processes", "single"), default="processes")
+    run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE")
+    run.add_argument("--inject", action="append", default=[], metavar="SPEC")
+    run.add_argument("--out", default="runs", help="directory for run directories")
+    run.add_argument("--json", action="store_true")
+    run.set_defaults(func=_run)
+    scen = sub.add_parser("scenarios", help="list the scenarios")
+    scen.set_defaults(func=_scenarios)
+    for name, target in (("verify", "simforge_ros.record.verify"), ("diff", "simforge_ros.record.diff_runs"),
+                         ("probe-driver", "simforge_ros.drivers.probe"), ("render", "simforge_ros.engine.snapshot"),
+                         ("bench", "simforge_ros.bench")):
+        tool = sub.add_parser(name, add_help=False, help=f"see `simforge {name} --help`")
+        tool.set_defaults(module=target)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    try:
+        if hasattr(args, "module"):
+            import importlib
+
+            return int(importlib.import_module(args.module).main(rest))
+        if rest:
+            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return int(args.func(args))
+    except ConfigError as err:
+        print(f"simforge: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except SimforgeError as err:
+        print(f"simforge: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print("simforge: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""clock_master node: owns the one clock and gates every participant step by step.
+
+It publishes /clock = t(k) once per step, calls the bridge's Step service and the
+driver's Decide service with a wall-clock timeout each, runs the contract checks, delays
+the action by the latency in steps, and publishes the step's timing record, action and
+applied action. Any refusal is published as the run status with its code, step and
+detail; the process exits with the refusal's exit code. The loop itself is
+core.lockstep.run_lockstep; this file only carries its calls over ROS.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import rclpy
+from rclpy.client import Client
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+
+from simforge_ros import topics
+from simforge_ros.core.errors import (
+    EXIT_COUNTED, EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, IncompleteRun, ParticipantLost,
+    ParticipantTimeout, Refusal, refusal_from_code,
+)
+from simforge_ros.core.lockstep import (
+    BridgeObservation, DecideRequest, LoopConfig, LoopProgress, StepRequest, TimingRecord, run_lockstep,
+)
+from simforge_ros.core.units import clock_stamp
+from simforge_ros.core.values import Action, VehicleState
+from simforge_ros.msg import DriverAction, RunStatus, StepTiming
+from simforge_ros.nodes import convert
+from simforge_ros.nodes.common import (
+    HOST, LATCHED_QOS, RECORD_QOS, declare_params, help_requested, period, process_alive, publish_node_params,
+)
+from simforge_ros.srv import Decide, Finish, Step
+
+NAME = "clock_master"
+# The one line a launcher reads from the clock master's stdout for the outcome.
+OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ClockConfig:
+    """The clock master's parameters, read once."""
+
+    loop: LoopConfig
+    run_id: str
+    participant_timeout_s: float
+    startup_timeout_s: float
+    record: bool
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended, as the clock master saw it."""
+
+    status: str  # counted | refused
+    refusal: Refusal | None
+    steps_done: int
+    chain_digest: str
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_COUNTED if self.refusal is None else self.refusal.exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status, "steps": self.steps_done, "chain_digest": self.chain_digest,
+            "refusal": self.refusal.to_dict() if self.refusal is not None else None,
+        }
+
+
+class _Peer:
+    """A participant service: its client and, once it has answered, its process."""
+
+    def __init__(self, client: Client, who: str) -> None:
+        self.client, self.who = client, who
+        self.pid: int | None = None
+        self.host: str | None = None
+
+    def gone(self) -> bool:
+        if self.pid is not None and self.host == HOST:
+            return not process_alive(self.pid)
+        return self.pid is not None and not self.client.service_is_ready()
+
+
+class ClockMaster:
+    """The clock master shell; ``node`` is its rclpy node."""
+
+    def __init__(self, context: Any = None) -> None:
+        """Raises: ConfigError / RateNotMultiple: bad parameters."""
+        self.node = Node(NAME, context=context)
+        values = declare_params(self.node, NAME)
+        decision_us = period(values, "decision", NAME)
+        latency_us = period(values, "latency", NAME)
+        self.config = ClockConfig(
+            loop=LoopConfig(
+                decision_us=decision_us if decision_us is not None else 100_000,
+                steps=values["steps"],
+                latency_us=latency_us if latency_us is not None else 0,
+                seed=values["seed"],
+                pose_tolerance_m=values["pose_tolerance_m"],
+                pose_tolerance_deg=values["pose_tolerance_deg"],
+            ),
+            run_id=values["run_id"],
+            participant_timeout_s=values["participant_timeout_ms"] / 1000.0,
+            startup_timeout_s=values["startup_timeout_ms"] / 1000.0,
+            record=values["record"],
+        )
+        if values["steps"] < 0:
+            raise ConfigError.single(NAME, "steps", "an integer >= 0", values["steps"])
+        self._clock_pub = self.node.create_publisher(Clock, topics.CLOCK, RECORD_QOS)
+        self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
+        self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)
+        self._applied_pub = self.node.create_publisher(DriverAction, topics.APPLIED, RECORD_QOS)
+        self._status_pub = self.node.create_publisher(RunStatus, topics.STATUS, LATCHED_QOS)
+        self._params_pub = publish_node_params(self.node, NAME, values)
+        self._bridge = _Peer(self.node.create_client(Step, topics.STEP_SERVICE), "sim_bridge")
+        self._driver = _Peer(self.node.create_client(Decide, topics.DECIDE_SERVICE), "driver")
+        self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
+        self._executor: Executor | None = None
+        self._step = -1
+        self.interrupted = False
+
+    # -- participants over ROS -------------------------------------------------------------
+    def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float) -> Any:
+        """Call a participant; refuse with participant_lost/timeout instead of hanging."""
+        assert self._executor is not None
+        future = peer.client.call_async(request)
+        deadline = time.monotonic() + timeout_s
+        while not future.done():
+            if self.interrupted:
+                future.cancel()
+                raise Aborted(step, "interrupted")
+            if peer.gone():
+                future.cancel()
+                raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
+            if time.monotonic() >= deadline:
+                future.cancel()
+                raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
+            self._executor.spin_once_until_future_complete(future, timeout_sec=_POLL_S)
+        response = future.result()
+        if hasattr(response, "pid"):  # Step and Decide answers name their process
+            peer.pid, peer.host = response.pid, response.host
+        return response
+
+    def step(self, request: StepRequest) -> BridgeObservation:
+        msg = Step.Request()
+        msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us
+        msg.seed, msg.reset = request.seed, request.reset
+        convert.action_msg(request.applied, msg.applied)
+        self._step = request.step
+        response = self._call(self._bridge, msg, request.step, self.config.participant_timeout_s)
+        if not response.ok:
+            raise refusal_from_code(response.refusal_code, request.step, f"sim_bridge: {response.detail}")
+        return BridgeObservation(
+            step=request.step, engine_t_us=response.engine_t_us, tick_us=response.tick_us,
+            camera_period_us=response.camera_period_us, cameras=tuple(response.cameras),
+            scenario_duration_us=response.scenario_duration_us, world_digest=response.world_digest,
+            state=convert.state_value(response.state), frames=convert.frame_values(response.frames),
+            contacts=convert.contact_values(response.contacts),
+        )
+
+    def decide(self, request: DecideRequest) -> Action:
+        msg = Decide.Request()
+        msg.step, msg.t_us, msg.decision_us, msg.seed = request.step, request.t_us, request.decision_us, request.seed
+        convert.state_msg(request.state, msg.state)
+        msg.frames = convert.frame_msgs(request.frames)
+        response = self._call(self._driver, msg, request.step, self.config.participant_timeout_s)
+        if not response.ok:
+            raise refusal_from_code(response.refusal_code, request.step, f"driver: {response.detail}")
+        return convert.action_value(response.action)
+
+    # -- loop outputs ----------------------------------------------------------------------
+    def clock(self, step: int, t_us: int) -> None:
+        msg = Clock()
+        msg.clock.sec, msg.clock.nanosec = clock_stamp(t_us)
+        self._clock_pub.publish(msg)
+
+    def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None:
+        del state  # the bridge publishes the state it observed
+        self._timing_pub.publish(convert.timing_msg(timing))
+        self._action_pub.publish(convert.action_msg(action))
+        self._applied_pub.publish(convert.action_msg(applied))
+
+    def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
+        msg = RunStatus()
+        msg.run_id, msg.state, msg.steps_done = self.config.run_id, state, steps_done
+        if refusal is not None:
+            msg.code, msg.step, msg.detail = refusal.code, refusal.step, refusal.detail
+        self._status_pub.publish(msg)
+        return msg
+
+    # -- the run -----------------------------------------------------------------------------
+    def _wait_for_services(self) -> None:
+        assert self._executor is not None
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        peers = [self._bridge, self._driver] + ([self._recorder] if self.config.record else [])
+        for peer in peers:
+            while not peer.client.service_is_ready():
+                if self.interrupted:
+                    raise Aborted(-1, "interrupted while waiting for participants")
+                if time.monotonic() >= deadline:
+                    raise ParticipantTimeout(
+                        -1, f"{peer.who} service {peer.client.srv_name} did not appear within "
+                        f"{self.config.startup_timeout_s:g} s"
+                    )
+                self._executor.spin_once(timeout_sec=_POLL_S)
+
+    def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:
+        """Run the whole loop on ``executor`` (which may also hold the other nodes)."""
+        self._executor = executor
+        progress = LoopProgress()
+        refusal: Refusal | None = None
+        self._publish_status("running", 0, None)
+        try:
+            self._wait_for_services()
+            run_lockstep(self.config.loop, self, self, time.perf_counter_ns, progress, on_step)
+        except Refusal as err:
+            refusal = err
+            self.node.get_logger().error(f"refused: {err}")
+        chain = ""
+        if self.config.record:
+            status = RunStatus()
+            status.run_id = self.config.run_id
+            status.state = "refused" if refusal is not None else "counted"
+            status.steps_done = progress.steps_done
+            if refusal is not None:
+                status.code, status.step, status.detail = refusal.code, refusal.step, refusal.detail
+            request = Finish.Request()
+            request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
+            request.status = status
+            try:
+                response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s)
+                chain = response.chain_digest
+                if refusal is None and not response.counted:
+                    refusal = IncompleteRun(progress.steps_done, f"recorder: {response.detail}")
+            except Refusal as err:
+                if refusal is None:
+                    refusal = err
+        state = "refused" if refusal is not None else "counted"
+        self._publish_status(state, progress.steps_done, refusal)
+        return RunOutcome(state, refusal, progress.steps_done, chain)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(argv if argv is not None else sys.argv)
+    if help_requested(NAME, argv):
+        return 0
+    rclpy.init(args=argv)
+    try:
+        try:
+            clock = ClockMaster()
+        except (ConfigError, Refusal) as err:
+            print(f"{NAME}: {err}", file=sys.stderr)
+            return EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code
+
+        def _on_signal(signum: int, _frame: Any) -> None:
+            clock.interrupted = True
+
+        signal.signal(signal.SIGTERM, _on_signal)
+        signal.signal(signal.SIGINT, _on_signal)
+        executor = SingleThreadedExecutor()
+        executor.add_node(clock.node)
+        outcome = clock.run(executor)
+        # give the final status time to reach the participants before the node goes away
+        end = time.monotonic() + 0.3
+        while time.monotonic() < end:
+            executor.spin_once(timeout_sec=0.05)
+        if outcome.refusal is not None:
+            print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
+        print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
+        executor.shutdown()
+        clock.node.destroy_node()
+        return outcome.exit_code
+    except Exception as err:  # noqa: BLE001 - report, never a bare traceback
+        print(f"{NAME}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

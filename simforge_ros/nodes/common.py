@@ -1,0 +1,192 @@
+"""What every simforge_ros node shares: parameter declaration, QoS, process plumbing.
+
+Kept small on purpose: a node is a thin adapter between ROS and a core object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import rclpy
+from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
+from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from std_msgs.msg import String
+
+from simforge_ros import topics
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, Refusal
+from simforge_ros.core.units import resolve_period
+from simforge_ros.params import NODE_PARAMS
+
+_TYPES = {
+    "int": Parameter.Type.INTEGER,
+    "float": Parameter.Type.DOUBLE,
+    "bool": Parameter.Type.BOOL,
+    "str": Parameter.Type.STRING,
+    "str_list": Parameter.Type.STRING_ARRAY,
+}
+
+# Every record must arrive: reliable, and no history depth that could overwrite one.
+RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
+# Run status and node parameters reach late joiners too.
+LATCHED_QOS = QoSProfile(
+    depth=16, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
+HOST = socket.gethostname()
+
+
+def declare_params(node: Node, node_name: str) -> dict[str, Any]:
+    """Declare ``node_name``'s parameters (params.NODE_PARAMS) and read them once.
+
+    Raises:
+        ConfigError: a parameter was given with the wrong type (all reported together).
+    """
+    values: dict[str, Any] = {}
+    problems: list[Problem] = []
+    for item in NODE_PARAMS[node_name]:
+        try:
+            node.declare_parameter(item.name, _TYPES[item.kind])
+        except InvalidParameterTypeException as err:
+            problems.append(Problem(node_name, item.name, f"a value of type {item.kind}", str(err)))
+            continue
+        try:
+            value = node.get_parameter(item.name).value
+        except ParameterUninitializedException:
+            value = item.default
+        values[item.name] = list(value) if item.kind == "str_list" and value is not None else value
+    if problems:
+        raise ConfigError(problems)
+    return values
+
+
+def period(values: Mapping[str, Any], name: str, node_name: str) -> int | None:
+    """A period given as ``name_us`` or ``name_s`` (exactly converted); None when unset.
+
+    Raises:
+        ConfigError: both spellings given. RateNotMultiple: seconds not exact in us.
+    """
+    given = {k: v for k, v in values.items() if k.startswith(name + "_") and v is not None}
+    try:
+        return resolve_period(given, name)
+    except ConfigError as err:
+        raise ConfigError([Problem(node_name, p.field, p.expected, p.got) for p in err.problems]) from None
+
+
+def publish_node_params(node: Node, node_name: str, values: Mapping[str, Any], extra: Mapping[str, Any] | None = None) -> Any:
+    """Publish this node's effective parameters (latched) for the run manifest."""
+    pub = node.create_publisher(String, topics.NODE_PARAMS, LATCHED_QOS)
+    msg = String()
+    msg.data = json.dumps({"node": node_name, "params": dict(values), **(extra or {})}, sort_keys=True)
+    pub.publish(msg)
+    return pub
+
+
+def watch_run_status(node: Node, on_final: Callable[[Any], None]) -> Any:
+    """Call ``on_final(status)`` when the run's final RunStatus (counted/refused) arrives."""
+    from simforge_ros.msg import RunStatus
+
+    def _cb(msg: RunStatus) -> None:
+        if msg.state in ("counted", "refused"):
+            on_final(msg)
+
+    return node.create_subscription(RunStatus, topics.STATUS, _cb, LATCHED_QOS)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a local process runs (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def die_now() -> None:
+    """Fault injection `kill=NODE@K`: end this process at once, as a crash would."""
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def jitter_sleep(rng: Any, max_ms: float) -> None:
+    """Fault injection `jitter=MAX_MS`: wall-clock delay only; never touches the simulation."""
+    if max_ms > 0:
+        time.sleep(float(rng.uniform(0.0, max_ms)) / 1000.0)
+
+
+def spin_until(executor: Executor, done: Callable[[], bool], timeout_s: float | None = None) -> bool:
+    """Spin until ``done()`` (True) or the wall-clock timeout (False)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not done():
+        if not rclpy.ok(context=executor.context):
+            return done()
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        executor.spin_once(timeout_sec=0.05)
+    return True
+
+
+def help_requested(node_name: str, argv: list[str]) -> bool:
+    """Print the node's usage and parameters for -h/--help (before any ROS argument)."""
+    user_args = argv[1:argv.index("--ros-args")] if "--ros-args" in argv else argv[1:]
+    if not {"-h", "--help"} & set(user_args):
+        return False
+    print(f"usage: {node_name} [--ros-args -p NAME:=VALUE ... --params-file FILE]\n")
+    print(f"simforge_ros {node_name} node. Parameters:")
+    for item in NODE_PARAMS[node_name]:
+        default = "unset" if item.default is None else repr(item.default)
+        print(f"  {item.name:24s} {item.kind:9s} default {default}: {item.doc}")
+    return True
+
+
+def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | None) -> int:
+    """main() of a participant node: build it, spin until the run ends or a signal comes.
+
+    A participant's object has ``.node`` and ``.finished`` (set when the run's final status
+    arrives); a configuration error exits 2 with the error, never a traceback.
+    """
+    argv = list(argv if argv is not None else sys.argv)
+    if help_requested(node_name, argv):
+        return 0
+    rclpy.init(args=argv)
+    stop = {"signal": False}
+
+    def _on_signal(signum: int, _frame: Any) -> None:
+        stop["signal"] = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    try:
+        try:
+            shell = build()
+        except (ConfigError, Refusal) as err:
+            print(f"{node_name}: {err}", file=sys.stderr)
+            return EXIT_USAGE
+        executor = SingleThreadedExecutor()
+        executor.add_node(shell.node)
+        try:
+            spin_until(executor, lambda: stop["signal"] or shell.finished)
+            # let the last answers and publications leave before the node goes away
+            spin_until(executor, lambda: False, 0.2)
+        finally:
+            close = getattr(shell, "close", None)
+            if close is not None:
+                close()
+            executor.shutdown()
+            shell.node.destroy_node()
+        return 0
+    except Exception as err:  # noqa: BLE001 - the one place a node reports an unexpected error
+        print(f"{node_name}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILURE
+    finally:
+        if rclpy.ok():
+            rclpy.shutdown()

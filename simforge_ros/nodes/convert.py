@@ -1,0 +1,103 @@
+"""Values <-> simforge_ros messages: the only place that knows both shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from simforge_ros.core.lockstep import ContactInfo, TimingRecord
+from simforge_ros.core.values import Action, FrameStamp, Pose2D, TrajectoryPoint, VehicleState
+from simforge_ros.msg import ContactEvent as ContactMsg
+from simforge_ros.msg import DriverAction as ActionMsg
+from simforge_ros.msg import FrameInfo as FrameMsg
+from simforge_ros.msg import Pose2D as PoseMsg
+from simforge_ros.msg import StepTiming as TimingMsg
+from simforge_ros.msg import TrajectoryPoint as PointMsg
+from simforge_ros.msg import VehicleState as StateMsg
+
+
+def pose_msg(pose: Pose2D, msg: PoseMsg | None = None) -> PoseMsg:
+    msg = msg if msg is not None else PoseMsg()
+    msg.x_m, msg.y_m, msg.yaw_rad = float(pose.x_m), float(pose.y_m), float(pose.yaw_rad)
+    return msg
+
+
+def pose_value(msg: PoseMsg) -> Pose2D:
+    return Pose2D(msg.x_m, msg.y_m, msg.yaw_rad)
+
+
+def state_msg(state: VehicleState, msg: StateMsg | None = None) -> StateMsg:
+    msg = msg if msg is not None else StateMsg()
+    msg.step, msg.t_us = state.step, state.t_us
+    pose_msg(state.pose, msg.pose)
+    msg.speed_mps = float(state.speed_mps)
+    msg.steer_rad = float(state.steer_rad)
+    msg.accel_mps2 = float(state.accel_mps2)
+    return msg
+
+
+def state_value(msg: StateMsg) -> VehicleState:
+    return VehicleState(msg.step, msg.t_us, pose_value(msg.pose), msg.speed_mps, msg.steer_rad, msg.accel_mps2)
+
+
+def frame_msgs(frames: Iterable[FrameStamp]) -> list[FrameMsg]:
+    out = []
+    for frame in frames:
+        msg = FrameMsg()
+        msg.camera, msg.t_us = frame.camera, frame.t_us
+        pose_msg(frame.pose, msg.pose)
+        out.append(msg)
+    return out
+
+
+def frame_values(msgs: Iterable[FrameMsg]) -> tuple[FrameStamp, ...]:
+    return tuple(FrameStamp(m.camera, m.t_us, pose_value(m.pose)) for m in msgs)
+
+
+def action_msg(action: Action, msg: ActionMsg | None = None) -> ActionMsg:
+    msg = msg if msg is not None else ActionMsg()
+    msg.step, msg.decided_step, msg.t_us = action.step, action.decided_step, action.t_us
+    msg.steer_rad, msg.accel_mps2 = float(action.steer_rad), float(action.accel_mps2)
+    msg.has_plan, msg.plan_step = bool(action.has_plan), int(action.plan_step)
+    pose_msg(action.anchor, msg.anchor)
+    points = []
+    for p in action.trajectory:
+        point = PointMsg()
+        point.dt_us, point.x_m, point.y_m = int(p.dt_us), float(p.x_m), float(p.y_m)
+        points.append(point)
+    msg.trajectory = points
+    return msg
+
+
+def action_value(msg: ActionMsg) -> Action:
+    return Action(
+        step=msg.step, decided_step=msg.decided_step, t_us=msg.t_us,
+        steer_rad=msg.steer_rad, accel_mps2=msg.accel_mps2, has_plan=msg.has_plan,
+        plan_step=msg.plan_step, anchor=pose_value(msg.anchor),
+        trajectory=tuple(TrajectoryPoint(p.dt_us, p.x_m, p.y_m) for p in msg.trajectory),
+    )
+
+
+def timing_msg(timing: TimingRecord) -> TimingMsg:
+    msg = TimingMsg()
+    msg.step, msg.t_us, msg.engine_t_us = timing.step, timing.t_us, timing.engine_t_us
+    msg.decision_us, msg.tick_us = timing.decision_us, timing.tick_us
+    msg.ticks_per_step, msg.latency_steps = timing.ticks_per_step, timing.latency_steps
+    msg.world_digest = timing.world_digest
+    msg.frames = frame_msgs(timing.frames)
+    msg.wall_bridge_ns, msg.wall_driver_ns = timing.wall_bridge_ns, timing.wall_driver_ns
+    msg.wall_step_ns = timing.wall_step_ns
+    return msg
+
+
+def contact_msgs(contacts: Iterable[ContactInfo]) -> list[ContactMsg]:
+    out = []
+    for c in contacts:
+        msg = ContactMsg()
+        msg.tick, msg.t_us, msg.actor_a, msg.actor_b = c.tick, c.t_us, c.actor_a, c.actor_b
+        msg.harness_fault = bool(c.harness_fault)
+        out.append(msg)
+    return out
+
+
+def contact_values(msgs: Iterable[ContactMsg]) -> tuple[ContactInfo, ...]:
+    return tuple(ContactInfo(m.tick, m.t_us, m.actor_a, m.actor_b, m.harness_fault) for m in msgs)

@@ -1,0 +1,145 @@
+"""driver node: serves /simforge/decide with a policy (route follower or torch planner).
+
+A decision is made from the observation of the requested step only: the state comes in
+the request, and the frames the policy needs are awaited by their exact stamp (the
+request names them), never taken as "the latest image received" — a topic and a service
+are not ordered with each other. A frame that does not come in time is `missing_frame`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+from rclpy.task import Future
+from sensor_msgs.msg import Image
+
+from simforge_ros import topics
+from simforge_ros.core.errors import MissingFrame, ParticipantError, Refusal, StaleFrame
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.units import clock_stamp
+from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.registry import make_policy
+from simforge_ros.image_codec import imgmsg_to_numpy
+from simforge_ros.nodes import convert
+from simforge_ros.nodes.common import (
+    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, period, publish_node_params,
+    run_participant, watch_run_status,
+)
+from simforge_ros.srv import Decide
+
+NAME = "driver"
+ALL_CAMERAS = ("chase", "front", "left", "rear", "right")
+
+
+class Driver:
+    """The driver shell; ``node`` is its rclpy node."""
+
+    def __init__(self, context: Any = None) -> None:
+        """Raises: ConfigError: bad parameters."""
+        self.node = Node(NAME, context=context)
+        values = declare_params(self.node, NAME)
+        self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        self.policy = make_policy(values["policy"], values, period(values, "planning_period", NAME))
+        self._frame_timeout_s = values["frame_timeout_ms"] / 1000.0
+        jitter = self._faults.first("jitter")
+        self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
+        self._jitter_rng = np.random.default_rng()  # wall-clock only: deliberately unseeded
+        kill = self._faults.first("kill")
+        self._kill_step = kill.step if kill is not None else None
+        self._run_key: tuple[int, int] | None = None
+        self._frames: dict[tuple[str, int], np.ndarray] = {}
+        self._waiting: dict[tuple[str, int], Future] = {}
+        self.finished = False
+        cameras = ALL_CAMERAS if values["policy"] != "route" else ()
+        # Subscriptions exist before the service, so the clock master (which waits for the
+        # service) never starts a step that this node could miss frames of.
+        self._subs = [
+            self.node.create_subscription(Image, topics.image_topic(c), self._frame_cb(c), RECORD_QOS)
+            for c in cameras
+        ]
+        self._params_pub = publish_node_params(
+            self.node, NAME, values, {"policy": self.policy.describe(), "faults": self._faults.specs()}
+        )
+        self._status_sub = watch_run_status(self.node, self._on_final)
+        self.node.create_service(Decide, topics.DECIDE_SERVICE, self._on_decide)
+
+    def _on_final(self, _status: Any) -> None:
+        self.finished = True
+
+    def _frame_cb(self, camera: str) -> Any:
+        def _cb(msg: Image) -> None:
+            t_us = msg.header.stamp.sec * 1_000_000 + msg.header.stamp.nanosec // 1000
+            key = (camera, t_us)
+            self._frames[key] = imgmsg_to_numpy(msg)
+            waiter = self._waiting.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(True)
+        return _cb
+
+    async def _await_frame(self, camera: str, t_us: int, step: int) -> np.ndarray:
+        key = (camera, t_us)
+        if key not in self._frames:
+            waiter = self._waiting.setdefault(key, Future())
+            timer = self.node.create_timer(self._frame_timeout_s, lambda: waiter.done() or waiter.set_result(False))
+            try:
+                await waiter
+            finally:
+                self.node.destroy_timer(timer)
+            if key not in self._frames:
+                raise MissingFrame(step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s")
+        return self._frames[key]
+
+    async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        response.pid, response.host = os.getpid(), HOST
+        step = request.step
+        if self._kill_step is not None and step == self._kill_step:
+            die_now()
+        jitter_sleep(self._jitter_rng, self._jitter_ms)
+        try:
+            action = await self._decide(request)
+        except Refusal as err:
+            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
+            return response
+        perturb = self._faults.at("perturb_action", step)
+        if perturb is not None:
+            action = replace(action, steer_rad=action.steer_rad + float(perturb.eps or 0.0))
+        response.ok = True
+        convert.action_msg(action, response.action)
+        return response
+
+    async def _decide(self, request: Decide.Request) -> Any:
+        step, t_us = request.step, request.t_us
+        key = (request.seed, request.decision_us)
+        if step == 0 or self._run_key != key:
+            if step != 0:
+                raise ParticipantError(step, f"first decision at step {step}; a run starts at step 0")
+            self.policy.reset(request.seed, request.decision_us)
+            self._run_key = key
+            self._frames.clear()
+        named = {f.camera: f for f in request.frames}
+        frames = {}
+        for camera in self.policy.cameras_at(step):
+            stamp = named.get(camera)
+            if stamp is None:
+                raise MissingFrame(step, f"the observation names no {camera} frame for t={t_us} us")
+            if stamp.t_us != t_us:
+                raise StaleFrame(step, f"{camera} frame is stamped {stamp.t_us} us, the step is at {t_us} us")
+            frames[camera] = await self._await_frame(camera, t_us, step)
+        obs = Observation(step, t_us, request.decision_us, convert.state_value(request.state), frames)
+        action = self.policy.decide(obs)
+        for old in [k for k in self._frames if k[1] < t_us]:
+            del self._frames[old]
+        return action
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_participant(Driver, NAME, argv if argv is not None else sys.argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""recorder node: records every topic of a run into a rosbag2 bag, chains the per-step
+digests, and writes steps.jsonl and manifest.json into the run directory.
+
+Subscriptions are reliable with keep-all history (nothing may be dropped) and raw: the
+bytes go into the bag as they came, and are deserialised once with the bag's own
+typestore to feed the StepAssembler, exactly as `simforge verify` will from the bag.
+The run counts only if the clock master's Finish request says so and every step up to
+the expected count is complete in the record.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.task import Future
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import CameraInfo, Image
+from std_msgs.msg import String
+
+from simforge_ros import topics
+from simforge_ros.core.canonical import to_plain
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.msg import ContactEvent, DriverAction, RunStatus, StepTiming, VehicleState
+from simforge_ros.nodes.common import (
+    LATCHED_QOS, RECORD_QOS, declare_params, die_now, publish_node_params, run_participant,
+)
+from simforge_ros.nodes.driver import ALL_CAMERAS
+from simforge_ros.record.assembler import StepAssembler
+from simforge_ros.record.bag import BagWriter, typestore
+from simforge_ros.record.manifest import build_manifest, write_json
+from simforge_ros.srv import Finish
+
+NAME = "recorder"
+
+# topic -> (rclpy type, rosbags type name, assembler part or None)
+_RECORDS: dict[str, tuple[Any, str, str | None]] = {
+    topics.CLOCK: (Clock, "rosgraph_msgs/msg/Clock", None),
+    topics.TIMING: (StepTiming, "simforge_ros/msg/StepTiming", "timing"),
+    topics.ACTION: (DriverAction, "simforge_ros/msg/DriverAction", "action"),
+    topics.APPLIED: (DriverAction, "simforge_ros/msg/DriverAction", "applied"),
+    topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
+    topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
+}
+_LATCHED: dict[str, tuple[Any, str]] = {
+    topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
+    topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
+}
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+class Recorder:
+    """The recorder shell; ``node`` is its rclpy node."""
+
+    def __init__(self, context: Any = None) -> None:
+        """Raises: ConfigError: no out_dir, an existing run directory, or bad parameters."""
+        self.node = Node(NAME, context=context)
+        values = declare_params(self.node, NAME)
+        if not values["out_dir"]:
+            raise ConfigError.single(NAME, "out_dir", "a directory path for the run", values["out_dir"])
+        self.out_dir = Path(values["out_dir"])
+        if (self.out_dir / "bag").exists() or (self.out_dir / "manifest.json").exists():
+            raise ConfigError.single(NAME, "out_dir", "a new run directory (never overwritten)", str(self.out_dir))
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._values = values
+        self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        kill = self._faults.first("kill")
+        self._kill_step = kill.step if kill is not None else None
+        self._store = typestore()
+        self._bag = BagWriter(self.out_dir / "bag", values["storage"])
+        self._bag.open()
+        self._steps_file = (self.out_dir / "steps.jsonl").open("w")
+        self.assembler = StepAssembler()
+        self._nodes: dict[str, Any] = {}
+        self._contacts: list[dict[str, Any]] = []
+        self._last_t_ns = 0
+        self._progress: Future | None = None
+        self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
+        self._written = False
+        self.finished = False
+        self._subs = []
+        for topic, (msg_type, type_name, part) in _RECORDS.items():
+            self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
+        for topic, (msg_type, type_name) in _LATCHED.items():
+            self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
+        for camera in ALL_CAMERAS:
+            self._subs.append(self._subscribe(Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS))
+            self._subs.append(self._subscribe(CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", None, RECORD_QOS))
+        self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
+        # the service comes last: once the clock master sees it, every subscription exists
+        self.node.create_service(Finish, topics.FINISH_SERVICE, self._on_finish)
+
+    def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
+        def _cb(raw: bytes) -> None:
+            self._on_message(topic, type_name, part, raw)
+        return self.node.create_subscription(msg_type, topic, _cb, qos, raw=True)
+
+    def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes) -> None:
+        if self._written:
+            return
+        msg = self._store.deserialize_cdr(raw, type_name)
+        t_ns = self._sim_time_ns(msg, type_name)
+        self._bag.write(topic, type_name, t_ns, raw)
+        completed: list[dict[str, Any]] = []
+        if part is None:
+            self._side_record(type_name, msg)
+        elif part.startswith("frame:"):
+            completed = self.assembler.add_frame(
+                part[6:], t_ns // 1000, msg.encoding, msg.width, msg.height, msg.step, msg.data
+            )
+        else:
+            plain = to_plain(msg)
+            assert isinstance(plain, dict)
+            if part == "timing" and self._kill_step is not None and plain["step"] == self._kill_step:
+                die_now()
+            completed = self.assembler.add(part, plain)
+        for record in completed:
+            self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")
+        if completed and self._progress is not None and not self._progress.done():
+            self._progress.set_result(True)
+
+    def _sim_time_ns(self, msg: Any, type_name: str) -> int:
+        if hasattr(msg, "t_us"):
+            t_ns = int(msg.t_us) * 1000
+        elif hasattr(msg, "header"):
+            t_ns = _stamp_ns(msg.header.stamp)
+        elif type_name == "rosgraph_msgs/msg/Clock":
+            t_ns = _stamp_ns(msg.clock)
+        else:
+            t_ns = self._last_t_ns  # status and parameters: stamped with the run's latest time
+        self._last_t_ns = max(self._last_t_ns, t_ns)
+        return t_ns
+
+    def _side_record(self, type_name: str, msg: Any) -> None:
+        if type_name == "std_msgs/msg/String":
+            info = json.loads(msg.data)
+            self._nodes[info.pop("node")] = info
+        elif type_name == "simforge_ros/msg/ContactEvent":
+            contact = to_plain(msg)
+            assert isinstance(contact, dict)
+            self._contacts.append(contact)
+
+    async def _on_finish(self, request: Finish.Request, response: Finish.Response) -> Finish.Response:
+        expected = int(request.expected_steps)
+        deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
+        while self.assembler.steps_done < expected and time.monotonic() < deadline:
+            self._progress = Future()
+            timer = self.node.create_timer(0.05, lambda: self._progress.done() or self._progress.set_result(False))
+            try:
+                await self._progress
+            finally:
+                self.node.destroy_timer(timer)
+        missing = self.assembler.missing(expected)
+        status = request.status
+        refusal = None
+        if status.state != "counted":
+            refusal = {"code": status.code, "step": int(status.step), "detail": status.detail}
+        elif missing:
+            refusal = {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": "; ".join(missing)}
+        counted = refusal is None
+        self._write(status.run_id or self._values["run_id"], counted, refusal, expected)
+        response.counted = counted
+        response.chain_digest = self.assembler.chain.hexdigest
+        response.frames_digest = self.assembler.frames_chain.hexdigest
+        response.steps_recorded = self.assembler.steps_done
+        response.detail = "" if counted else (refusal or {}).get("detail", "")
+        self.finished = True
+        return response
+
+    def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int) -> None:
+        if self._written:
+            return
+        self._written = True
+        self._steps_file.close()
+        self._bag.close()
+        records = self.assembler.records
+        manifest = build_manifest(
+            run_id=run_id or self._values["run_id"],
+            status="counted" if counted else "refused",
+            refusal=refusal,
+            expected_steps=expected,
+            records=records,
+            chain_digest=self.assembler.chain.hexdigest,
+            frames_digest=self.assembler.frames_chain.hexdigest if self.assembler.frames_chain.steps else None,
+            nodes=self._nodes,
+            storage=self._values["storage"],
+            contacts=self._contacts,
+            wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
+                  "step_ns": [r["wall"].get("wall_step_ns", 0) for r in records]},
+        )
+        write_json(self.out_dir / "manifest.json", manifest)
+
+    def close(self) -> None:
+        """Keep what was recorded even when no Finish came (the clock master died)."""
+        if not self._written:
+            detail = "the recorder stopped before the clock master finished the run"
+            self._write(self._values["run_id"], False,
+                        {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
+                        self.assembler.steps_done)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_participant(Recorder, NAME, argv if argv is not None else sys.argv)
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

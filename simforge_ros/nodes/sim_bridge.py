@@ -1,0 +1,139 @@
+"""sim_bridge node: serves /simforge/step over a simulator backend (embedded engine).
+
+Publishes, for every observation, the vehicle state, the camera images (header.stamp the
+exact sim time, frame_id per camera) with CameraInfo, and contact events; answers the clock
+master with the engine's own time, the state and the frame stamps. All stepping logic
+lives in BridgeCore; this file only converts and publishes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import numpy as np
+from rclpy.node import Node
+from sensor_msgs.msg import CameraInfo, Image
+
+from simforge_ros import topics
+from simforge_ros.backends import BACKENDS
+from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+from simforge_ros.core.errors import ConfigError, Refusal
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.lockstep import StepRequest
+from simforge_ros.core.units import clock_stamp
+from simforge_ros.image_codec import numpy_to_imgmsg
+from simforge_ros.msg import ContactEvent, VehicleState
+from simforge_ros.nodes import convert
+from simforge_ros.nodes.common import (
+    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, period, publish_node_params,
+    run_participant, watch_run_status,
+)
+from simforge_ros.srv import Step
+
+NAME = "sim_bridge"
+
+
+class SimBridge:
+    """The bridge shell; ``node`` is its rclpy node."""
+
+    def __init__(self, context: Any = None) -> None:
+        """Raises: ConfigError: bad parameters or scenario."""
+        self.node = Node(NAME, context=context)
+        values = declare_params(self.node, NAME)
+        faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        tick_us = period(values, "tick", NAME)
+        if values["backend"] not in BACKENDS:
+            raise ConfigError.single(NAME, "backend", f"one of {sorted(BACKENDS)}", values["backend"])
+        try:
+            backend = BACKENDS[values["backend"]](values["scenario"], tick_us, values["width"], values["height"])
+        except ValueError as err:  # ScenarioError is a ValueError naming file and field
+            raise ConfigError.single(NAME, "scenario", "a valid scenario name or file", str(err)) from None
+        self._cameras = tuple(values["cameras"])
+        self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults))
+        self._faults = faults
+        jitter = faults.first("jitter")
+        self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
+        self._jitter_rng = np.random.default_rng()  # wall-clock only: deliberately unseeded
+        kill = faults.first("kill")
+        self._kill_step = kill.step if kill is not None else None
+        self.finished = False
+        self._state_pub = self.node.create_publisher(VehicleState, topics.STATE, RECORD_QOS)
+        self._contact_pub = self.node.create_publisher(ContactEvent, topics.CONTACTS, RECORD_QOS)
+        self._image_pubs = {c: self.node.create_publisher(Image, topics.image_topic(c), RECORD_QOS) for c in self._cameras}
+        self._info_pubs = {c: self.node.create_publisher(CameraInfo, topics.camera_info_topic(c), RECORD_QOS) for c in self._cameras}
+        self._params_pub = publish_node_params(self.node, NAME, values, {"faults": faults.specs()})
+        self._status_sub = watch_run_status(self.node, self._on_final)
+        self.node.create_service(Step, topics.STEP_SERVICE, self._on_step)
+
+    def _on_final(self, _status: Any) -> None:
+        self.finished = True
+
+    def _on_step(self, request: Step.Request, response: Step.Response) -> Step.Response:
+        response.pid, response.host = os.getpid(), HOST
+        if self._kill_step is not None and request.step == self._kill_step:
+            die_now()
+        jitter_sleep(self._jitter_rng, self._jitter_ms)
+        step_request = StepRequest(
+            request.step, request.t_us, request.decision_us, request.seed, request.reset,
+            convert.action_value(request.applied),
+        )
+        try:
+            observation, frames = self.core.step(step_request)
+        except Refusal as err:
+            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
+            return response
+        if request.reset:
+            info = self.core.info
+            assert info is not None
+            publish_node_params(self.node, NAME + "/backend", {
+                "scenario": info.scenario, "scenario_sha256": info.scenario_sha256,
+                "engine_version": info.version, "tick_us": info.tick_us,
+            })
+        state = convert.state_msg(observation.state)
+        self._state_pub.publish(state)
+        for frame in frames:
+            camera = frame.stamp.camera
+            fsec, fnsec = clock_stamp(frame.stamp.t_us)
+            image = numpy_to_imgmsg(frame.pixels, "rgb8")
+            image.header.stamp.sec, image.header.stamp.nanosec = fsec, fnsec
+            image.header.frame_id = camera
+            self._image_pubs[camera].publish(image)
+            self._info_pubs[camera].publish(self._camera_info(camera, image))
+        for contact in convert.contact_msgs(observation.contacts):
+            self._contact_pub.publish(contact)
+        response.ok = True
+        response.engine_t_us = observation.engine_t_us
+        response.tick_us = observation.tick_us
+        response.camera_period_us = observation.camera_period_us
+        response.cameras = list(observation.cameras)
+        response.scenario_duration_us = observation.scenario_duration_us
+        response.world_digest = observation.world_digest
+        response.state = state
+        response.frames = convert.frame_msgs(observation.frames)
+        response.contacts = convert.contact_msgs(observation.contacts)
+        return response
+
+    @staticmethod
+    def _camera_info(camera: str, image: Image) -> CameraInfo:
+        """A pinhole CameraInfo matching the image size (90 degree horizontal field of view)."""
+        info = CameraInfo()
+        info.header = image.header
+        info.width, info.height = image.width, image.height
+        fx = image.width / 2.0
+        cx, cy = image.width / 2.0, image.height / 2.0
+        info.distortion_model = "plumb_bob"
+        info.d = [0.0, 0.0, 0.0, 0.0, 0.0]
+        info.k = [fx, 0.0, cx, 0.0, fx, cy, 0.0, 0.0, 1.0]
+        info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+        info.p = [fx, 0.0, cx, 0.0, 0.0, fx, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+        return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_participant(SimBridge, NAME, argv if argv is not None else sys.argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

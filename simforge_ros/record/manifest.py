@@ -1,0 +1,111 @@
+"""The run manifest: everything needed to re-run a run and check it step by step.
+
+Digests of what drove the run (driver configuration and weights, bridge and engine,
+scenario file, package and library versions) sit next to the outcome (chain digests,
+step count, status, refusal). Wall-clock values are kept under "wall" and never feed a
+digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy
+
+import simforge_ros
+from simforge_ros.core.canonical import encode
+
+FORMAT = 1
+
+
+def canonical_sha256(value: Any) -> str:
+    """SHA-256 over the canonical encoding of a JSON-like value."""
+    return hashlib.sha256(encode(value)).hexdigest()
+
+
+def versions() -> dict[str, Any]:
+    """Package, Python, numpy, rclpy and every ROS wheel in this environment."""
+    ros = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"] or ""
+        if name.startswith("ros-") or name in ("rosbags", "torch"):
+            ros[name] = dist.version
+    return {
+        "simforge_ros": simforge_ros.__version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "rclpy": ros.get("ros-rclpy", "unknown"),
+        "packages": dict(sorted(ros.items())),
+    }
+
+
+def build_manifest(
+    *,
+    run_id: str,
+    status: str,
+    refusal: Mapping[str, Any] | None,
+    expected_steps: int,
+    records: list[dict[str, Any]],
+    chain_digest: str,
+    frames_digest: str | None,
+    nodes: Mapping[str, Any],
+    storage: str,
+    contacts: list[dict[str, Any]],
+    wall: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The manifest of a finished (or refused) run."""
+    clock = nodes.get("clock_master", {}).get("params", {})
+    bridge = nodes.get("sim_bridge", {}).get("params", {})
+    backend = nodes.get("sim_bridge/backend", {}).get("params", {})
+    driver = nodes.get("driver", {})
+    last = records[-1] if records else None
+    contract = None
+    if last is not None:
+        t = last["timing"]
+        contract = {k: t[k] for k in ("decision_us", "tick_us", "ticks_per_step", "latency_steps")}
+    faults = sorted({f for n in nodes.values() for f in n.get("faults", [])})
+    policy = driver.get("policy", {})
+    return {
+        "format": FORMAT,
+        "run_id": run_id,
+        "scenario": backend.get("scenario", bridge.get("scenario")),
+        "seed": clock.get("seed"),
+        "status": status,
+        "refusal": dict(refusal) if refusal else None,
+        "expected_steps": expected_steps,
+        "steps": len(records),
+        "chain_digest": chain_digest,
+        "frames_digest": frames_digest,
+        "world_digest": last["timing"]["world_digest"] if last else None,
+        "contract": contract,
+        "digests": {
+            "driver_config": canonical_sha256(policy) if policy else None,
+            "weights": policy.get("weights_sha256") if isinstance(policy, dict) else None,
+            "scenario_file": backend.get("scenario_sha256"),
+            "engine_version": backend.get("engine_version"),
+            "bridge": canonical_sha256(bridge) if bridge else None,
+        },
+        "contacts": {
+            "total": len(contacts),
+            "harness_faults": sum(1 for c in contacts if c.get("harness_fault")),
+            "events": contacts,
+        },
+        "faults": faults,
+        "nodes": {k: v for k, v in sorted(nodes.items())},
+        "versions": versions(),
+        "bag": {"path": "bag", "storage": storage},
+        "wall": dict(wall),
+    }
+
+
+def write_json(path: Path, value: Any) -> None:
+    """Write atomically: a crash never leaves half a manifest."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)

@@ -1,0 +1,241 @@
+"""Start a run the way a launch file would, in one of two layouts, and read its outcome.
+
+``processes``: one OS process per node (recorder, bridge, driver, then the clock master),
+each started with this interpreter and a ROS 2 parameter file. ``single``: the same four
+node classes in one process on one executor. Either way every run gets its own leased
+ROS_DOMAIN_ID, localhost discovery and log dir, and leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simforge_ros.core.errors import REFUSALS, ConfigError, Problem
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.isolation import DomainLease, lease_domain
+from simforge_ros.params import validate
+
+NODES = ("recorder", "sim_bridge", "driver", "clock_master")
+LAYOUTS = ("processes", "single")
+SURROUND = ["front", "left", "rear", "right"]
+OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
+_GRACE_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run as the user asked for it."""
+
+    scenario: str
+    out_dir: Path
+    run_id: str
+    driver: str = "route"
+    seed: int = 0
+    steps: int = 0
+    latency_us: int = 0
+    layout: str = "processes"
+    sets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    faults: tuple[str, ...] = ()
+    record: bool = True
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run ended with: the keys of `simforge run --json`."""
+
+    run_id: str
+    scenario: str
+    steps: int
+    chain_digest: str
+    status: str  # counted | refused
+    refusal: dict[str, Any] | None
+    run_dir: str
+    exit_code: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "exit_code"}
+
+
+def new_run_id(scenario: str, seed: int, index: int) -> str:
+    """A run id: bookkeeping only, never hashed."""
+    return f"{Path(scenario).stem}-s{seed}-{index:02d}-{secrets.token_hex(3)}"
+
+
+def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
+    """Every node's parameters for this run: the spec's choices, then --set overrides.
+
+    Raises:
+        ConfigError: a bad --set name or value, or a bad fault spec.
+    """
+    plan = FaultPlan.parse(list(spec.faults))
+    if spec.layout == "single" and plan.first("kill") is not None:
+        raise ConfigError.single("--inject", "kill", "kill=NODE@K only with --layout processes", plan.first("kill").spec())
+    params: dict[str, dict[str, Any]] = {
+        "clock_master": {"seed": spec.seed, "steps": spec.steps, "latency_us": spec.latency_us,
+                         "run_id": spec.run_id, "record": spec.record},
+        "sim_bridge": {"scenario": spec.scenario, "faults": plan.specs()},
+        "driver": {"policy": spec.driver, "scenario": spec.scenario, "faults": plan.specs()},
+        "recorder": {"out_dir": str(spec.out_dir), "run_id": spec.run_id, "faults": plan.specs()},
+    }
+    if spec.driver == "torch":
+        params["sim_bridge"]["cameras"] = list(SURROUND)
+    for node, values in validate(spec.sets, "--set").items():
+        for name, value in values.items():
+            if name.endswith("_s"):
+                params[node].pop(name[:-2] + "_us", None)  # seconds replace a default in us
+            params[node][name] = value
+    return validate(params, "run parameters")
+
+
+def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
+    """A ROS 2 parameter file (node: ros__parameters: ...), as launch files use."""
+    doc = {node: {"ros__parameters": dict(values)} for node, values in params.items()}
+    path.write_text(yaml.safe_dump(doc, sort_keys=True))
+
+
+def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:
+    manifest_path = spec.out_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    if outcome is None:
+        code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
+        outcome = {"status": "refused", "steps": manifest["steps"] if manifest else 0, "chain_digest": "",
+                   "refusal": {"code": code, "step": -1, "detail": f"clock master exited with {exit_code}"}}
+    refusal = outcome["refusal"]
+    if manifest is not None and refusal is None and manifest["refusal"] is not None:
+        refusal = manifest["refusal"]
+    status = "counted" if refusal is None and exit_code == 0 else "refused"
+    return RunResult(
+        run_id=spec.run_id,
+        scenario=manifest["scenario"] if manifest and manifest.get("scenario") else Path(spec.scenario).stem,
+        steps=manifest["steps"] if manifest else int(outcome["steps"]),
+        chain_digest=manifest["chain_digest"] if manifest else outcome["chain_digest"],
+        status=status,
+        refusal=refusal,
+        run_dir=str(spec.out_dir),
+        exit_code=exit_code if status == "refused" else 0,
+    )
+
+
+def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> RunResult:
+    """Run once in the spec's layout.
+
+    Raises:
+        ConfigError: bad parameters (nothing was started).
+    """
+    params = node_params(spec)
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
+    params_file = spec.out_dir / "params.yaml"
+    write_params_file(params_file, params)
+    with lease_domain(spec.out_dir / "logs") as lease:
+        if spec.layout == "single":
+            return _run_single(spec, params_file, lease, on_step)
+        if spec.layout == "processes":
+            return _run_processes(spec, params_file, lease)
+    raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from simforge_ros.nodes.clock_master import ClockMaster
+    from simforge_ros.nodes.common import spin_until
+    from simforge_ros.nodes.driver import Driver
+    from simforge_ros.nodes.recorder import Recorder
+    from simforge_ros.nodes.sim_bridge import SimBridge
+
+    for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
+        os.environ.setdefault(key, lease.env[key])
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
+    shells: list[Any] = []
+    executor = SingleThreadedExecutor(context=context)
+    try:
+        try:
+            recorder = Recorder(context) if spec.record else None
+            shells = [s for s in (recorder, SimBridge(context), Driver(context)) if s is not None]
+            clock = ClockMaster(context)
+        except ConfigError as err:
+            raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None
+        shells.append(clock)
+        for shell in shells:
+            executor.add_node(shell.node)
+        outcome = clock.run(executor, on_step)
+        if recorder is not None:
+            spin_until(executor, lambda: recorder.finished, 2.0)
+        return _result(spec, outcome.to_dict(), outcome.exit_code)
+    finally:
+        for shell in shells:
+            close = getattr(shell, "close", None)
+            if close is not None:
+                close()
+        executor.shutdown()
+        for shell in shells:
+            shell.node.destroy_node()
+        rclpy.shutdown(context=context)
+
+
+def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunResult:
+    logs = spec.out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    handles = []
+    order = [n for n in NODES if spec.record or n != "recorder"]
+    try:
+        for node in order:
+            log = (logs / f"{node}.log").open("wb")
+            handles.append(log)
+            procs[node] = subprocess.Popen(
+                [sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args",
+                 "--params-file", str(params_file)],
+                env=dict(lease.env), cwd=str(spec.out_dir), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+        clock = procs["clock_master"]
+        previous = signal.getsignal(signal.SIGINT)
+        signal.signal(signal.SIGINT, lambda *_: clock.send_signal(signal.SIGINT))
+        try:
+            while clock.poll() is None:
+                for proc in procs.values():
+                    proc.poll()  # reap a dead participant at once, so it is seen as gone
+                time.sleep(0.05)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        deadline = time.monotonic() + _GRACE_S
+        while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        _stop_all(procs)
+        for handle in handles:
+            handle.close()
+    outcome = None
+    for line in (logs / "clock_master.log").read_text(errors="replace").splitlines():
+        if line.startswith(OUTCOME_PREFIX):
+            outcome = json.loads(line[len(OUTCOME_PREFIX):])
+    return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM, then SIGKILL, every process still running; reap them all."""
+    for proc in procs.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3.0
+    for proc in procs.values():
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -1,0 +1,26 @@
+"""Topic and service names: one place, so nodes, recorder, verify and launch files agree."""
+
+from __future__ import annotations
+
+CLOCK = "/clock"
+TIMING = "/simforge/timing"
+ACTION = "/simforge/action"
+APPLIED = "/simforge/applied_action"
+STATE = "/simforge/state"
+CONTACTS = "/simforge/contacts"
+STATUS = "/simforge/status"
+NODE_PARAMS = "/simforge/node_params"
+
+STEP_SERVICE = "/simforge/step"
+DECIDE_SERVICE = "/simforge/decide"
+FINISH_SERVICE = "/simforge/finish"
+
+
+def image_topic(camera: str) -> str:
+    """sensor_msgs/Image of one camera; header.stamp is the exact sim time of the frame."""
+    return f"/simforge/camera/{camera}/image_raw"
+
+
+def camera_info_topic(camera: str) -> str:
+    """sensor_msgs/CameraInfo of one camera, stamped like its image."""
+    return f"/simforge/camera/{camera}/camera_info"
