@@ -56,8 +56,14 @@ class RouteFollower:
 
     def decide(self, obs: Observation) -> Action:
         steer, accel = self.command(obs.state)
-        return Action(step=obs.step, decided_step=obs.step, t_us=obs.t_us, steer_rad=steer, accel_mps2=accel,
-                      has_plan=False)
+        return Action(
+            step=obs.step,
+            decided_step=obs.step,
+            t_us=obs.t_us,
+            steer_rad=steer,
+            accel_mps2=accel,
+            has_plan=False,
+        )
 
     def command(self, state: VehicleState) -> tuple[float, float]:
         """(steer_rad, accel_mps2) for a vehicle state at state.t_us."""
@@ -109,5 +115,9 @@ class RouteFollower:
         return clamp(accel, -self._vehicle.max_brake_mps2, self._vehicle.max_accel_mps2)
 
     def describe(self) -> dict[str, Any]:
-        return {"policy": self.name, "scenario": self._scenario.name,
-                "scenario_sha256": self._scenario.source_sha256, "gains": asdict(self._gains)}
+        return {
+            "policy": self.name,
+            "scenario": self._scenario.name,
+            "scenario_sha256": self._scenario.source_sha256,
+            "gains": asdict(self._gains),
+        }

@@ -1,0 +1,106 @@
+"""Camera mounts on the ego and their per-pixel ray grids (precomputed once per engine).
+
+Frames are x forward, y left, z up, relative to the ego's rear-axle pose on the ground.
+A ray grid holds, for each pixel centre, the ray direction in the ego-aligned frame with the
+mount's yaw and pitch already applied; rendering only rotates it by the ego heading.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class CameraMount:
+    """Where a camera sits on the ego and where it looks (pitch > 0 looks down)."""
+
+    name: str
+    x_m: float
+    y_m: float
+    z_m: float
+    yaw_rad: float
+    pitch_rad: float
+    hfov_rad: float
+    sees_ego: bool = False
+
+
+CAMERAS: dict[str, CameraMount] = {
+    "chase": CameraMount("chase", -7.0, 0.0, 3.4, 0.0, math.radians(13.0), math.radians(90.0), sees_ego=True),
+    "front": CameraMount("front", 1.7, 0.0, 1.45, 0.0, math.radians(4.0), math.radians(90.0)),
+    "left": CameraMount("left", 1.4, 0.95, 1.5, 0.5 * math.pi, math.radians(8.0), math.radians(100.0)),
+    "rear": CameraMount("rear", -0.9, 0.0, 1.4, math.pi, math.radians(6.0), math.radians(100.0)),
+    "right": CameraMount("right", 1.4, -0.95, 1.5, -0.5 * math.pi, math.radians(8.0), math.radians(100.0)),
+}
+CAMERA_NAMES: tuple[str, ...] = tuple(CAMERAS)
+SURROUND_RIG: tuple[str, ...] = ("front", "left", "rear", "right")
+
+
+@dataclass(frozen=True, eq=False)
+class RayGrid:
+    """Per-pixel ray directions (H x W float64 each) in the ego-aligned frame."""
+
+    mount: CameraMount
+    width: int
+    height: int
+    focal_px: float
+    dx: np.ndarray
+    dy: np.ndarray
+    dz: np.ndarray
+
+
+def ray_grid(mount: CameraMount, width: int, height: int) -> RayGrid:
+    """Pinhole rays through pixel centres: (1, -xn, -yn) pitched down, then yawed."""
+    if width < 2 or height < 2:
+        raise ValueError(f"camera resolution must be at least 2x2, got {width}x{height}")
+    focal = (0.5 * width) / math.tan(0.5 * mount.hfov_rad)
+    xn = (np.arange(width, dtype=np.float64) + 0.5 - 0.5 * width) / focal
+    yn = (np.arange(height, dtype=np.float64) + 0.5 - 0.5 * height) / focal
+    left = np.broadcast_to(-xn[None, :], (height, width))
+    up = np.broadcast_to(-yn[:, None], (height, width))
+    cp, sp = math.cos(mount.pitch_rad), math.sin(mount.pitch_rad)
+    fwd = cp + up * sp
+    dz = up * cp - sp
+    cy, sy = math.cos(mount.yaw_rad), math.sin(mount.yaw_rad)
+    dx = fwd * cy - left * sy
+    dy = fwd * sy + left * cy
+    return RayGrid(
+        mount,
+        width,
+        height,
+        focal,
+        np.ascontiguousarray(dx),
+        np.ascontiguousarray(dy),
+        np.ascontiguousarray(dz),
+    )
+
+
+def camera_coords(
+    grid: RayGrid,
+    cam_x_m: float,
+    cam_y_m: float,
+    cam_z_m: float,
+    ego_yaw_rad: float,
+    points: list[tuple[float, float, float]],
+) -> list[tuple[float, float, float]]:
+    """World points in the camera frame: (forward, left, up) after mount yaw and pitch."""
+    m = grid.mount
+    yaw = ego_yaw_rad + m.yaw_rad
+    c, s = math.cos(yaw), math.sin(yaw)
+    cp, sp = math.cos(m.pitch_rad), math.sin(m.pitch_rad)
+    out = []
+    for px, py, pz in points:
+        dx, dy, dz = px - cam_x_m, py - cam_y_m, pz - cam_z_m
+        xb = c * dx + s * dy
+        out.append((xb * cp - dz * sp, -s * dx + c * dy, xb * sp + dz * cp))
+    return out
+
+
+def pixel_of(grid: RayGrid, f: float, left: float, up: float) -> tuple[float, float]:
+    """(col, row) of a camera-frame point with f > 0."""
+    return (
+        0.5 * grid.width - grid.focal_px * left / f - 0.5,
+        0.5 * grid.height - grid.focal_px * up / f - 0.5,
+    )

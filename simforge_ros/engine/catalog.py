@@ -1,0 +1,67 @@
+"""Find and load scenario files: repo layout and installed (ament / pip) layouts.
+
+A name resolves to ``<dir>/<name>.yaml`` in the first of ``scenario_dirs()`` that has it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import yaml
+
+from simforge_ros.engine.scenario import Scenario, ScenarioError
+from simforge_ros.engine.schema import build_scenario
+
+_SHARE = Path("share") / "simforge_ros" / "config" / "scenarios"
+
+
+def scenario_dirs() -> list[Path]:
+    """Existing scenario directories, most specific first.
+
+    1. the source tree: <repo>/config/scenarios next to the simforge_ros package;
+    2. an install prefix above the package (ament: install/simforge_ros/share/simforge_ros/...);
+    3. sys.prefix/share/simforge_ros/config/scenarios (pip / venv installs).
+    """
+    package = Path(__file__).resolve().parents[1]
+    candidates = [package.parent / "config" / "scenarios"]
+    candidates += [parent / _SHARE for parent in package.parents]
+    candidates.append(Path(sys.prefix) / _SHARE)
+    out: list[Path] = []
+    for c in candidates:
+        if c.is_dir() and c not in out:
+            out.append(c)
+    return out
+
+
+def list_scenarios() -> list[str]:
+    """Names of all scenarios found, sorted (first directory wins on duplicates)."""
+    names: set[str] = set()
+    for d in scenario_dirs():
+        names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def _resolve(name_or_path: str | Path) -> Path:
+    as_path = Path(name_or_path)
+    if isinstance(name_or_path, Path) or as_path.suffix in (".yaml", ".yml") or len(as_path.parts) > 1:
+        if not as_path.is_file():
+            raise ScenarioError(as_path, "<file>", "an existing scenario file", str(name_or_path))
+        return as_path
+    for d in scenario_dirs():
+        candidate = d / f"{name_or_path}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise ScenarioError(str(name_or_path), "name", f"one of {list_scenarios()}", str(name_or_path))
+
+
+def load_scenario(name_or_path: str | Path) -> Scenario:
+    """Load and validate a scenario by name or path; ScenarioError names file and field."""
+    path = _resolve(name_or_path)
+    source = path.read_bytes()
+    try:
+        doc = yaml.safe_load(source)
+    except yaml.YAMLError as err:
+        raise ScenarioError(path, "<document>", "valid YAML", str(err).replace("\n", " ")) from err
+    return build_scenario(doc, path, source, hashlib.sha256(source).hexdigest())

@@ -1,0 +1,95 @@
+"""Cameras: byte-deterministic frames, the present time only, recognisable content; PNGs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simforge_ros.core.values import FrameStamp
+from simforge_ros.engine import CAMERA_NAMES, Engine, StaleRenderError, load_scenario
+from simforge_ros.engine.png import decode_png, encode_png
+from simforge_ros.engine.render import SIGNAL_RGB
+from simforge_ros.engine.snapshot import drive_to_step, main, write_camera_pngs, write_topdown_png
+
+
+def _count(pixels: np.ndarray, rgb) -> int:
+    return int(np.all(pixels == np.array(rgb, dtype=np.uint8), axis=2).sum())
+
+
+def test_camera_names():
+    assert set(CAMERA_NAMES) == {"chase", "front", "left", "rear", "right"}
+
+
+def test_render_is_byte_deterministic():
+    scenario = load_scenario("right_turn")
+    a, b = drive_to_step(scenario, 40), drive_to_step(scenario, 40)
+    for cam in CAMERA_NAMES:
+        fa = a.render(cam, a.t_us)
+        fb = b.render(cam, b.t_us)
+        assert fa.pixels.shape == (180, 320, 3) and fa.pixels.dtype == np.uint8
+        assert fa.pixels.tobytes() == fb.pixels.tobytes()
+        assert fa.pixels.tobytes() == a.render(cam, a.t_us).pixels.tobytes()
+        assert fa.stamp == FrameStamp(cam, a.t_us, fa.pose)
+        assert not fa.pixels.flags.writeable
+    assert a.world_digest == b.world_digest  # rendering does not touch the world
+
+
+def test_resolution_is_configurable():
+    engine = Engine(load_scenario("red_signal"), 0, width=64, height=48)
+    assert engine.render("front", 0).pixels.shape == (48, 64, 3)
+
+
+def test_stale_render_refused():
+    engine = Engine(load_scenario("red_signal"), 0)
+    engine.advance(0.0, 0.0, 5)
+    with pytest.raises(StaleRenderError, match="not reached"):
+        engine.render("front", engine.t_us + engine.tick_us)
+    with pytest.raises(StaleRenderError, match="already passed"):
+        engine.render("front", engine.t_us - engine.tick_us)
+    with pytest.raises(ValueError):
+        engine.render("roof", engine.t_us)
+    assert engine.render("front", engine.t_us).t_us == 100_000
+
+
+def test_rig_offset_moves_the_pose_and_the_image():
+    engine = drive_to_step(load_scenario("right_turn"), 20)
+    base = engine.render("front", engine.t_us)
+    moved = engine.render("front", engine.t_us, rig_offset=(1.0, 5.0))
+    p, q = base.pose, moved.pose
+    assert q.x_m == pytest.approx(p.x_m + math.cos(p.yaw_rad)) and q.y_m == pytest.approx(
+        p.y_m + math.sin(p.yaw_rad)
+    )
+    assert q.yaw_rad == pytest.approx(p.yaw_rad + math.radians(5.0))
+    assert base.pose == engine.ego_state(0).pose
+    assert base.pixels.tobytes() != moved.pixels.tobytes()
+
+
+def test_scene_content_is_visible():
+    scenario = load_scenario("red_signal")
+    stopped = drive_to_step(scenario, 100)  # t = 10 s: ego waiting at the red light
+    assert stopped.signal_states()["east_light"] == "red"
+    front = stopped.render("front", stopped.t_us).pixels
+    assert _count(front, SIGNAL_RGB["red"]) > 10
+    ego_top = scenario.ego.vehicle.color
+    assert _count(stopped.render("chase", stopped.t_us).pixels, ego_top) > 100  # ego seen from behind
+    assert _count(front, ego_top) == 0  # not from inside it
+    going = drive_to_step(scenario, 130)  # t = 13 s: green
+    assert _count(going.render("front", going.t_us).pixels, SIGNAL_RGB["green"]) > 10
+
+
+def test_png_roundtrip_and_snapshot(tmp_path):
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
+    assert np.array_equal(decode_png(encode_png(pixels)), pixels)
+    written = write_camera_pngs("right_turn", 5, tmp_path, ["chase", "rear"])
+    assert [p.name for p in written] == ["right_turn_chase.png", "right_turn_rear.png"]
+    assert decode_png(written[0].read_bytes()).shape == (180, 320, 3)
+    top = write_topdown_png("unprotected_left", tmp_path / "top.png")
+    assert top.stat().st_size < 100_000 and decode_png(top.read_bytes()).shape[2] == 3
+    assert (
+        main(["red_signal", "--step", "3", "--out", str(tmp_path), "--cameras", "left", "--no-topdown"]) == 0
+    )
+    assert (tmp_path / "red_signal_left.png").is_file()
+    assert main(["no_such_scenario", "--out", str(tmp_path)]) == 2

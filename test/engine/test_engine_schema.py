@@ -1,0 +1,180 @@
+"""Scenario files: the seeds load; bad files are refused naming the file and the field."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.engine import ScenarioError, list_scenarios, load_scenario, scenario_dirs
+
+SEEDS = ("right_turn", "unprotected_left", "red_signal", "handover_parked")
+REPO_SCENARIOS = Path(__file__).resolve().parents[2] / "config" / "scenarios"
+
+
+@pytest.mark.parametrize("name", SEEDS)
+def test_seed_scenarios_load(name):
+    sc = load_scenario(name)
+    assert sc.name == name
+    assert sc.path == REPO_SCENARIOS / f"{name}.yaml"
+    assert sc.source_sha256 == hashlib.sha256(sc.path.read_bytes()).hexdigest()
+    assert sc.duration_us >= 15_000_000
+    route = sc.ego.route
+    for a, b in itertools.pairwise(route):  # heading along the direction of travel
+        travel = math.atan2(b.y_m - a.y_m, b.x_m - a.x_m)
+        assert abs(math.remainder(a.yaw_rad - travel, math.tau)) < 0.2
+    assert load_scenario(sc.path).source_sha256 == sc.source_sha256  # by path as well
+    assert load_scenario(str(sc.path)).name == name
+
+
+def test_catalog_lists_seeds():
+    assert scenario_dirs()[0] == REPO_SCENARIOS
+    assert set(SEEDS) <= set(list_scenarios())
+    assert load_scenario("handover_parked").handover is not None
+
+
+def test_installed_layout_is_found(tmp_path, monkeypatch, write_doc, minimal_doc):
+    share = tmp_path / "prefix" / "share" / "simforge_ros" / "config" / "scenarios"
+    share.mkdir(parents=True)
+    doc = minimal_doc()
+    (share / "only_installed.yaml").write_text(write_doc(doc).read_text())
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    assert share in scenario_dirs()
+    assert "only_installed" in list_scenarios()
+    assert load_scenario("only_installed").path == share / "only_installed.yaml"
+
+
+def _refused(write_doc, doc) -> ScenarioError:
+    path = write_doc(doc)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.path == str(path)
+    assert str(err).startswith(f"{path}: {err.field}: expected ")
+    return err
+
+
+def test_valid_minimal_doc_loads(write_doc, minimal_doc):
+    sc = load_scenario(write_doc(minimal_doc()))
+    assert sc.actors[0].kind == "vehicle" and sc.actors[0].path[1].t_us == 1_000_000
+
+
+def test_missing_field(write_doc, minimal_doc):
+    doc = minimal_doc()
+    del doc["duration_us"]
+    err = _refused(write_doc, doc)
+    assert err.field == "duration_us"
+    assert str(err).endswith("got missing")
+
+
+def test_missing_nested_field(write_doc, minimal_doc):
+    doc = minimal_doc()
+    del doc["actors"][0]["path"][1]["yaw_rad"]
+    assert _refused(write_doc, doc).field == "actors[0].path[1].yaw_rad"
+
+
+def test_wrong_type(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["ego"]["start"]["x_m"] = "left"
+    err = _refused(write_doc, doc)
+    assert (err.field, err.got) == ("ego.start.x_m", "left")
+    assert "expected a finite number, got 'left'" in str(err)
+
+
+def test_non_integer_time(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["actors"][0]["path"][1]["t_us"] = 1.5e6
+    err = _refused(write_doc, doc)
+    assert err.field == "actors[0].path[1].t_us"
+    assert err.expected == "integer microseconds"
+
+
+def test_float_duration_refused(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["duration_us"] = 20_000_000.0
+    assert _refused(write_doc, doc).field == "duration_us"
+
+
+def test_too_short(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["duration_us"] = 14_999_999
+    assert "15000000" in _refused(write_doc, doc).expected
+
+
+def test_unknown_actor_kind(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["actors"][0]["kind"] = "bicycle"
+    err = _refused(write_doc, doc)
+    assert (err.field, err.got) == ("actors[0].kind", "bicycle")
+
+
+def test_unknown_key(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["actors"][0]["colour"] = [1, 2, 3]
+    assert _refused(write_doc, doc).field == "actors[0].colour"
+    doc = minimal_doc()
+    doc["weather"] = "rain"
+    assert _refused(write_doc, doc).field == "weather"
+
+
+def test_times_must_increase(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["actors"][0]["path"][1]["t_us"] = 0
+    assert _refused(write_doc, doc).field == "actors[0].path[1].t_us"
+
+
+def test_route_heading_must_follow_travel(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["ego"]["route"][0]["yaw_rad"] = math.pi
+    assert _refused(write_doc, doc).field == "ego.route[0].yaw_rad"
+
+
+def test_ids_unique_and_ego_reserved(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["actors"][0]["id"] = "ego"
+    assert _refused(write_doc, doc).field == "actors[0].id"
+    doc = minimal_doc()
+    doc["actors"].append(dict(doc["actors"][0]))
+    assert _refused(write_doc, doc).field == "actors[1].id"
+
+
+def test_signal_state_checked(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["signals"] = [
+        {
+            "id": "s",
+            "x_m": 0.0,
+            "y_m": 5.0,
+            "stop_line": [[1.0, -3.5], [1.0, 0.0]],
+            "phases": [{"state": "blue", "duration_us": 1_000_000}],
+        }
+    ]
+    assert _refused(write_doc, doc).field == "signals[0].phases[0].state"
+
+
+def test_handover_must_start_at_ego_start(write_doc, minimal_doc):
+    doc = minimal_doc()
+    doc["handover"] = {
+        "t_us": 1_000_000,
+        "path": [
+            {"t_us": 0, "x_m": 5.0, "y_m": 0.0, "yaw_rad": 0.0},
+            {"t_us": 2_000_000, "x_m": 9.0, "y_m": 0.0, "yaw_rad": 0.0},
+        ],
+    }
+    assert _refused(write_doc, doc).field == "handover.path[0]"
+
+
+def test_bad_yaml_and_unknown_name(write_doc):
+    err = _refused(write_doc, "name: [unclosed\n")
+    assert err.field == "<document>"
+    assert _refused(write_doc, "- just\n- a list\n").field == "<document>"
+    with pytest.raises(ScenarioError) as info:
+        load_scenario("no_such_scenario")
+    assert info.value.field == "name" and "right_turn" in info.value.expected
+    with pytest.raises(ScenarioError):
+        load_scenario(Path("/nonexistent/x.yaml"))
