@@ -145,7 +145,9 @@ class ClockMaster:
             if time.monotonic() >= deadline:
                 future.cancel()
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
-            self._executor.spin_once_until_future_complete(future, timeout_sec=_POLL_S)
+            # spin_once, not spin_once_until_future_complete: the latter adds a done callback
+            # per call, and hundreds of them waking the executor made a run quadratic.
+            self._executor.spin_once(timeout_sec=_POLL_S)
         response = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.pid, peer.host = response.pid, response.host

@@ -1,0 +1,245 @@
+"""Load and validate a recorded run directory: manifest.json and steps.jsonl.
+
+Every tool that reads a run (verify, diff, reports) goes through here, so a missing,
+corrupt or truncated file is reported once, the same way, as one line naming the file and
+the problem, instead of a traceback from deep inside a tool. The bag is not opened here:
+``record.bag.read_bag`` names its own problems (BagError).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, cast
+
+from simforge_ros.core.errors import SimforgeError
+
+FORMAT = 1
+"""The run directory format these tools read."""
+MANIFEST = "manifest.json"
+STEPS = "steps.jsonl"
+STATUSES = ("counted", "refused")
+STORAGES = ("mcap", "sqlite3")
+STEP_KEYS = (
+    "step", "t_us", "digest", "frames_digest", "frames", "timing", "action", "applied", "state", "wall",
+)
+"""The keys of every step record (exactly what record.assembler.StepAssembler emits)."""
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class RunDirError(SimforgeError):
+    """A run directory file that is missing, corrupt, truncated or inconsistent.
+
+    ``str()`` is one line: the file, then the problem.
+    """
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(path, problem)
+        self.path = path
+        self.problem = problem
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A loaded run directory; ``steps`` are the step records of steps.jsonl, in order."""
+
+    path: Path
+    manifest: Mapping[str, Any]
+    steps: tuple[Mapping[str, Any], ...]
+
+    @property
+    def bag_path(self) -> Path:
+        """The rosbag2 directory named by the manifest (relative to the run directory)."""
+        return self.path / str(self.manifest["bag"]["path"])
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest["status"])
+
+    @property
+    def scenario(self) -> object:
+        return self.manifest["scenario"]
+
+    @property
+    def contract(self) -> Mapping[str, Any]:
+        return cast("Mapping[str, Any]", self.manifest["contract"])
+
+    @property
+    def decision_us(self) -> int:
+        return int(self.manifest["contract"]["decision_us"])
+
+
+def load_run(path: Path) -> RunDir:
+    """Read and validate a run directory (manifest.json and steps.jsonl, not the bag).
+
+    Raises:
+        RunDirError: the directory or a file is missing, unreadable, not valid JSON,
+            malformed, or steps.jsonl does not hold the manifest's ``steps`` records.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise RunDirError(path, "no such run directory")
+    if not path.is_dir():
+        raise RunDirError(path, "not a run directory (not a directory)")
+    manifest = read_manifest(path / MANIFEST)
+    steps = read_steps(path / STEPS)
+    if len(steps) != manifest["steps"]:
+        hint = " (truncated?)" if len(steps) < manifest["steps"] else ""
+        raise RunDirError(
+            path / STEPS, f"{len(steps)} step records, but {MANIFEST} says steps={manifest['steps']}{hint}"
+        )
+    return RunDir(path, manifest, tuple(steps))
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise RunDirError(path, "missing")
+    if not path.is_file():
+        raise RunDirError(path, "not a regular file")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RunDirError(path, f"not UTF-8 text (byte {err.start}; corrupt?)") from err
+    except OSError as err:
+        raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """Parse and validate manifest.json; every problem is named in one message.
+
+    Raises:
+        RunDirError: missing, unreadable, not a JSON object, or malformed fields.
+    """
+    text = _read_text(path)
+    if not text.strip():
+        raise RunDirError(path, "empty file (truncated?)")
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as err:
+        where = f"{err.msg} at line {err.lineno} column {err.colno}"
+        raise RunDirError(path, f"not valid JSON (truncated?): {where}") from err
+    if not isinstance(manifest, dict):
+        raise RunDirError(path, f"not a JSON object (got {type(manifest).__name__})")
+    problems = manifest_problems(manifest)
+    if problems:
+        raise RunDirError(path, "; ".join(problems))
+    return manifest
+
+
+def _is_int(value: object, minimum: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _is_hex64(value: object) -> bool:
+    return isinstance(value, str) and _HEX64.match(value) is not None
+
+
+def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
+    """What is wrong with a parsed manifest (empty when it is usable)."""
+    required = ("format", "run_id", "scenario", "status", "refusal", "expected_steps", "steps",
+                "chain_digest", "frames_digest", "world_digest", "contract", "bag")
+    missing = [k for k in required if k not in manifest]
+    problems = [f"missing key {k!r}" for k in missing]
+    if "format" not in missing and (not _is_int(manifest["format"]) or manifest["format"] != FORMAT):
+        problems.append(f"format is {manifest['format']!r}; this tool reads format {FORMAT}")
+        return problems  # another format: its other fields mean other things
+    checks: list[tuple[str, bool, str]] = [
+        ("run_id", isinstance(manifest.get("run_id"), str), "a string"),
+        ("status", manifest.get("status") in STATUSES, f"one of {list(STATUSES)}"),
+        ("expected_steps", _is_int(manifest.get("expected_steps")), "an int >= 0"),
+        ("steps", _is_int(manifest.get("steps")), "an int >= 0"),
+        ("chain_digest", _is_hex64(manifest.get("chain_digest")), "64 lowercase hex digits"),
+        ("frames_digest", manifest.get("frames_digest") is None or _is_hex64(manifest.get("frames_digest")),
+         "null or 64 lowercase hex digits"),
+        ("world_digest", isinstance(manifest.get("world_digest"), str), "a string"),
+    ]
+    problems += [
+        f"{k!r} must be {want}, got {manifest[k]!r}" for k, ok, want in checks if k not in missing and not ok
+    ]
+    if "refusal" not in missing and "status" not in missing:
+        refusal = manifest["refusal"]
+        coded = isinstance(refusal, dict) and isinstance(refusal.get("code"), str)
+        if manifest["status"] == "refused" and not coded:
+            problems.append(f"status is 'refused' but 'refusal' is {refusal!r} (needs a 'code')")
+        if manifest["status"] == "counted" and refusal is not None:
+            problems.append(f"status is 'counted' but 'refusal' is {refusal!r}")
+    if "contract" not in missing:
+        contract = manifest["contract"]
+        if not isinstance(contract, dict):
+            problems.append(f"'contract' must be an object, got {contract!r}")
+        elif not _is_int(contract.get("decision_us"), 1):
+            problems.append(f"'contract.decision_us' must be an int > 0, got {contract.get('decision_us')!r}")
+    if "bag" not in missing:
+        problems += _bag_problems(manifest["bag"])
+    return problems
+
+
+def _bag_problems(bag: object) -> list[str]:
+    if not isinstance(bag, dict):
+        return [f"'bag' must be an object, got {bag!r}"]
+    problems = []
+    where = bag.get("path")
+    inside = isinstance(where, str) and bool(where) and not PurePosixPath(where).is_absolute()
+    if not inside or ".." in PurePosixPath(str(where)).parts:
+        problems.append(f"'bag.path' must be a relative path inside the run directory, got {where!r}")
+    if bag.get("storage") not in STORAGES:
+        problems.append(f"'bag.storage' must be one of {list(STORAGES)}, got {bag.get('storage')!r}")
+    return problems
+
+
+def read_steps(path: Path) -> list[dict[str, Any]]:
+    """Parse steps.jsonl: one step record per line, steps 0, 1, 2, ... in order.
+
+    Raises:
+        RunDirError: missing, unreadable, a line that is not a JSON object (a cut-off
+            last line is reported as truncated), a missing key, or a step out of order.
+    """
+    text = _read_text(path)
+    lines = text.split("\n")
+    complete = text.endswith("\n") or not text
+    if complete:
+        lines.pop()  # the empty string after the final newline
+    records: list[dict[str, Any]] = []
+    for index, line in enumerate(lines):
+        lineno = index + 1
+        last = index == len(lines) - 1
+        if not line.strip():
+            raise RunDirError(path, f"line {lineno}: empty line" + (" (truncated?)" if last else ""))
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            why = "(truncated?)" if last else f"({err.msg} at column {err.colno})"
+            raise RunDirError(path, f"line {lineno}: not valid JSON {why}") from err
+        if not isinstance(record, dict):
+            raise RunDirError(path, f"line {lineno}: not a JSON object (got {type(record).__name__})")
+        problems = step_problems(record, index)
+        if problems:
+            raise RunDirError(path, f"line {lineno}: " + "; ".join(problems))
+        records.append(record)
+    return records
+
+
+def step_problems(record: Mapping[str, Any], expected_step: int) -> list[str]:
+    """What is wrong with one parsed step record (empty when it is usable)."""
+    problems = [f"missing key {k!r}" for k in STEP_KEYS if k not in record]
+    step = record.get("step")
+    if "step" in record and (not _is_int(step) or step != expected_step):
+        problems.append(f"step is {step!r} where step {expected_step} was expected")
+    if "digest" in record and not _is_hex64(record["digest"]):
+        problems.append(f"'digest' must be 64 lowercase hex digits, got {record['digest']!r}")
+    for key in ("frames", "timing", "action", "applied", "state", "wall"):
+        if key in record and not isinstance(record[key], dict):
+            problems.append(f"{key!r} must be an object, got {type(record[key]).__name__}")
+    return problems
+
+
+def step_records(run: RunDir, drop: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Shallow copies of the run's step records without the keys in ``drop``."""
+    return [{k: v for k, v in rec.items() if k not in drop} for rec in run.steps]

@@ -1,0 +1,245 @@
+"""`simforge verify RUN`: recompute a run's digests from its bag alone and check them.
+
+steps.jsonl and the manifest are what people read and compare, but the bag is the record
+of what was actually on the wire. Verify replays the bag through the same StepAssembler
+the recorder used (same deserialiser, same plain values, same chains), so any change to
+the bag, to steps.jsonl or to the manifest after the run shows up as the first step and
+field that no longer agree. A refused run verifies too: it verifies what was recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from simforge_ros import topics
+from simforge_ros.core.canonical import to_plain
+from simforge_ros.core.diffing import MISSING, diff_steps
+from simforge_ros.core.digest import GENESIS
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.record.assembler import StepAssembler
+from simforge_ros.record.bag import BagError, read_bag
+from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
+
+PART_TOPICS = {
+    topics.TIMING: ("timing", "simforge_ros/msg/StepTiming"),
+    topics.ACTION: ("action", "simforge_ros/msg/DriverAction"),
+    topics.APPLIED: ("applied", "simforge_ros/msg/DriverAction"),
+    topics.STATE: ("state", "simforge_ros/msg/VehicleState"),
+}
+CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
+IMAGE_TYPE = "sensor_msgs/msg/Image"
+_IMAGE_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/image_raw$")
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """The outcome of a verify; ``first_mismatch`` is None or {"step": int, "field": str}.
+
+    ``steps_checked`` counts the recorded steps whose records matched the bag;
+    ``chain_digest`` is the chain recomputed from the bag (GENESIS hex when empty).
+    """
+
+    ok: bool
+    steps_checked: int
+    first_mismatch: dict[str, Any] | None
+    detail: str
+    chain_digest: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The --json form."""
+        return {
+            "ok": self.ok,
+            "steps_checked": self.steps_checked,
+            "first_mismatch": self.first_mismatch,
+            "chain_digest": self.chain_digest,
+        }
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What the bag alone says: step records, chains, and the /clock stamps."""
+
+    records: tuple[dict[str, Any], ...]
+    chain_digest: str
+    frames_digest: str | None
+    clock: tuple[tuple[int, int], ...]  # (log time ns, stamp ns), in log order
+    missing: tuple[str, ...]  # what the assembler still waits for (assembler.missing)
+
+
+def replay_bag(bag_path: Path, expected_steps: int = 0) -> Replay:
+    """Feed every step message and camera frame of a bag through a fresh StepAssembler,
+    exactly as the recorder fed it; ``missing`` covers at least ``expected_steps``.
+
+    Raises:
+        BagError: the bag is missing or unreadable, or a simforge topic holds another type.
+    """
+    assembler = StepAssembler()
+    clock: list[tuple[int, int]] = []
+    last_timing = -1
+    for item in read_bag(bag_path):
+        topic = item.topic
+        if topic in PART_TOPICS:
+            part, msgtype = PART_TOPICS[topic]
+            _expect_type(bag_path, topic, item.msgtype, msgtype)
+            plain = cast("dict[str, Any]", to_plain(item.msg))
+            if part == "timing":
+                last_timing = max(last_timing, int(plain["step"]))
+            assembler.add(part, plain)
+        elif topic == topics.CLOCK:
+            _expect_type(bag_path, topic, item.msgtype, CLOCK_TYPE)
+            stamp = item.msg.clock
+            clock.append((item.t_ns, int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)))
+        elif (match := _IMAGE_TOPIC.match(topic)) is not None:
+            _expect_type(bag_path, topic, item.msgtype, IMAGE_TYPE)
+            msg = item.msg
+            t_us = int(msg.header.stamp.sec) * 1_000_000 + int(msg.header.stamp.nanosec) // 1000
+            assembler.add_frame(
+                match["camera"], t_us, msg.encoding, msg.width, msg.height, msg.step, msg.data
+            )
+    frames = assembler.frames_chain
+    return Replay(
+        records=tuple(assembler.records),
+        chain_digest=assembler.chain.hexdigest,
+        frames_digest=frames.hexdigest if frames.steps else None,
+        clock=tuple(clock),
+        missing=tuple(assembler.missing(max(last_timing + 1, expected_steps))),
+    )
+
+
+def _expect_type(bag_path: Path, topic: str, got: str, want: str) -> None:
+    if got != want:
+        raise BagError(f"{bag_path}: topic {topic} holds {got}, expected {want}")
+
+
+def _fmt(value: object) -> str:
+    text = "missing" if value is MISSING else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _mismatch(step: int, field: str, detail: str) -> tuple[int, str, str]:
+    return step, field, f"field {field}: {detail}"
+
+
+def _record_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
+    result = diff_steps(list(replay.records), list(run.steps))
+    if result.identical:
+        return None
+    step = int(result.step or 0)
+    if result.first == "steps":
+        detail = f"the bag gives {result.a} complete steps, {STEPS} holds {result.b}"
+        if replay.missing and len(replay.records) < len(run.steps):
+            detail += f" ({replay.missing[0]})"
+        return _mismatch(step, "steps", detail)
+    field = str(result.field)
+    return _mismatch(step, field, f"bag {_fmt(result.a)} vs {STEPS} {_fmt(result.b)}")
+
+
+def _clock_mismatch(run: RunDir, clock: Sequence[tuple[int, int]]) -> tuple[int, str, str] | None:
+    """/clock must hold t(k) = k * decision_us for every recorded step, in order, logged
+    at its own stamp. A refused run may hold one more: the step that was refused."""
+    step_ns = run.decision_us * 1000
+    for k, (t_ns, stamp_ns) in enumerate(clock):
+        if stamp_ns != k * step_ns:
+            want = k * step_ns
+            return _mismatch(k, "clock", f"/clock message {k} is stamped {stamp_ns} ns, expected {want} ns")
+        if t_ns != stamp_ns:
+            return _mismatch(k, "clock", f"/clock message {k} is logged at {t_ns} ns, stamped {stamp_ns} ns")
+    steps = len(run.steps)
+    allowed = steps + 1 if run.status == "refused" else steps
+    if len(clock) < steps:
+        return _mismatch(len(clock), "clock", f"/clock has {len(clock)} messages for {steps} recorded steps")
+    if len(clock) > allowed:
+        return _mismatch(allowed, "clock", f"/clock has {len(clock)} messages for {steps} recorded steps")
+    return None
+
+
+def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
+    manifest = run.manifest
+    n = len(replay.records)
+    last = n - 1
+    if manifest["steps"] != n:
+        return _mismatch(min(n, manifest["steps"]), "manifest.steps",
+                         f"{MANIFEST} says {manifest['steps']}, the bag gives {n}")
+    if manifest["chain_digest"] != replay.chain_digest:
+        return _mismatch(last, "manifest.chain_digest",
+                         f"{MANIFEST} has {manifest['chain_digest']}, the bag gives {replay.chain_digest}")
+    want_frames = manifest["frames_digest"]
+    got_frames = replay.frames_digest
+    if got_frames is None and want_frames == GENESIS.hex():
+        want_frames = None  # no frames at all: null and GENESIS both say "empty chain"
+    if want_frames != got_frames:
+        return _mismatch(
+            last, "manifest.frames_digest", f"{MANIFEST} has {want_frames}, the bag gives {got_frames}"
+        )
+    if replay.records:
+        world = replay.records[-1]["timing"].get("world_digest")
+        if manifest["world_digest"] != world:
+            return _mismatch(last, "manifest.world_digest",
+                             f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
+    if run.status == "counted" and manifest["expected_steps"] != n:
+        return _mismatch(min(n, manifest["expected_steps"]), "manifest.expected_steps",
+                         f"a counted run of {n} steps, but {MANIFEST} expected {manifest['expected_steps']}")
+    return None
+
+
+def verify_run(run_dir: Path) -> VerifyResult:
+    """Recompute every step digest and frame hash of a run from its bag and compare them
+    with steps.jsonl and the manifest; ``ok`` only on a full match.
+
+    Raises:
+        RunDirError: manifest.json or steps.jsonl is missing, corrupt or truncated.
+        BagError: the bag is missing, truncated or unreadable.
+    """
+    run = load_run(Path(run_dir))
+    replay = replay_bag(run.bag_path, len(run.steps))
+    record = _record_mismatch(run, replay)
+    clock = _clock_mismatch(run, replay.clock)
+    found = [m for m in (record, clock) if m is not None]
+    first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
+    matched = len(run.steps) if record is None else record[0]
+    if first is None:
+        detail = f"verified: {len(run.steps)} steps, chain {replay.chain_digest[:16]}"
+        return VerifyResult(True, len(run.steps), None, detail, replay.chain_digest)
+    step, field, detail = first
+    return VerifyResult(False, matched, {"step": step, "field": field}, detail, replay.chain_digest)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge verify", description="Recompute a run's digests from its bag and check every record."
+    )
+    parser.add_argument("run", type=Path, help="the run directory")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 on a full match, 1 on a mismatch, 2 on unreadable input or bad usage."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    try:
+        result = verify_run(args.run)
+    except SimforgeError as err:  # RunDirError, BagError: one line, never a traceback
+        print(f"simforge verify: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.to_json()))
+    elif result.ok:
+        print(result.detail)
+    else:
+        assert result.first_mismatch is not None
+        print(f"MISMATCH at step {result.first_mismatch['step']}: {result.detail}")
+    return 0 if result.ok else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.record.diff_runs import DiffRefused, describe, diff_runs, main
+from simforge_ros.record.rundir import RunDirError
+
+MakeRun = Callable[..., Path]
+
+
+def test_identical_runs_despite_wall_clock(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a", wall_seed=1), make_run("b", wall_seed=2)
+    wall_a = json.loads((a / "steps.jsonl").read_text().splitlines()[3])["wall"]
+    wall_b = json.loads((b / "steps.jsonl").read_text().splitlines()[3])["wall"]
+    assert wall_a != wall_b  # the runs really differ in wall-clock readings
+    result = diff_runs(a, b)
+    assert result.identical and result.steps == 60
+    assert main([str(a), str(b)]) == 0
+    assert capsys.readouterr().out == "identical (60 steps)\n"
+
+
+def test_perturbed_action_is_the_controller(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a"), make_run("b", perturb_action_at=40, wall_seed=5)
+    result = diff_runs(a, b)
+    assert (result.identical, result.step, result.first, result.field) == (False, 40, "controller", "action.steer_rad")
+    assert isinstance(result.a, float) and result.b == pytest.approx(result.a + 1e-3)
+    assert main([str(a), str(b)]) == 1
+    line = capsys.readouterr().out
+    assert line == describe(result) + "\n"
+    assert line.startswith("first difference at step 40: controller output differed first (action.steer_rad: ")
+
+
+def test_perturbed_state_is_the_vehicle_state(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a"), make_run("b", perturb_state_at=40)
+    result = diff_runs(a, b)
+    assert (result.step, result.first, result.field) == (40, "state", "state.speed_mps")
+    assert main([str(a), str(b)]) == 1
+    assert capsys.readouterr().out.startswith(
+        "first difference at step 40: vehicle state differed first (state.speed_mps: "
+    )
+
+
+def test_json_keys(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a"), make_run("b", perturb_action_at=40)
+    assert main([str(a), str(b), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"identical", "step", "first", "field", "a", "b"}
+    assert (out["identical"], out["step"], out["first"], out["field"]) == (False, 40, "controller", "action.steer_rad")
+    assert out["b"] == pytest.approx(out["a"] + 1e-3)
+    assert main([str(a), str(a), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "identical": True, "step": None, "first": None, "field": None, "a": None, "b": None
+    }
+
+
+def test_different_lengths(make_run: MakeRun) -> None:
+    a, b = make_run("a"), make_run("b", refuse_at=30)
+    result = diff_runs(a, b)
+    assert (result.step, result.first, result.a, result.b) == (30, "steps", 60, 30)
+
+
+@pytest.mark.parametrize(
+    ("fields", "what"),
+    [({"scenario": "curvy_road"}, "scenario"), ({"latency_steps": 2}, "contract"), ({"decision_us": 100_000}, "contract")],
+)
+def test_other_scenario_or_contract_is_refused_unless_forced(
+    make_run: MakeRun, fields: dict[str, object], what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a, b = make_run("a"), make_run("b", **fields)
+    with pytest.raises(DiffRefused, match=f"different {what} .*--force"):
+        diff_runs(a, b)
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simforge diff: ") and f"different {what}" in err and err.count("\n") == 1
+    forced = diff_runs(a, b, force=True)
+    assert not forced.identical and forced.step == 0 and forced.first == "timing"
+    assert main([str(a), str(b), "--force"]) == 1
+
+
+def test_bad_input_exits_2(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a"), make_run("b")
+    lines = (b / "steps.jsonl").read_text()
+    (b / "steps.jsonl").write_text(lines[: len(lines) // 3])
+    with pytest.raises(RunDirError, match=r"steps\.jsonl: line \d+: not valid JSON \(truncated\?\)"):
+        diff_runs(a, b)
+    assert main([str(a), str(b), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err and str(b / "steps.jsonl") in captured.err
+    assert main([str(a), str(a.parent / "nope")]) == 2
+    assert "nope: no such run directory" in capsys.readouterr().err
+    assert main([str(a)]) == 2  # usage

@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.core.errors import SimforgeError
+from simforge_ros.record.rundir import RunDirError, load_run
+
+MakeRun = Callable[..., Path]
+
+
+def set_manifest(run: Path, **changes: object) -> None:
+    path = run / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for key, value in changes.items():
+        if value is KeyError:
+            del manifest[key]
+        else:
+            manifest[key] = value
+    path.write_text(json.dumps(manifest))
+
+
+def set_lines(run: Path, edit: Callable[[list[str]], None]) -> None:
+    path = run / "steps.jsonl"
+    lines = path.read_text().splitlines()
+    edit(lines)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def error_of(run: Path) -> str:
+    with pytest.raises(RunDirError) as info:
+        load_run(run)
+    assert isinstance(info.value, SimforgeError)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_loads_a_run(make_run: MakeRun) -> None:
+    run = load_run(make_run())
+    assert len(run.steps) == 60 and [r["step"] for r in run.steps] == list(range(60))
+    assert run.status == "counted" and run.scenario == "straight_road" and run.decision_us == 50_000
+    assert run.bag_path == run.path / "bag" and (run.bag_path / "metadata.yaml").is_file()
+    assert run.contract["latency_steps"] == 1
+
+
+def test_refused_run_loads(make_run: MakeRun) -> None:
+    run = load_run(make_run(refuse_at=10))
+    assert run.status == "refused" and len(run.steps) == 10 and run.manifest["refusal"]["step"] == 10
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    assert error_of(tmp_path / "runs" / "x") == f"{tmp_path / 'runs' / 'x'}: no such run directory"
+    (tmp_path / "file").write_text("")
+    assert "not a run directory" in error_of(tmp_path / "file")
+
+
+def test_missing_manifest(make_run: MakeRun) -> None:
+    run = make_run()
+    (run / "manifest.json").unlink()
+    assert error_of(run) == f"{run / 'manifest.json'}: missing"
+
+
+def test_truncated_manifest(make_run: MakeRun) -> None:
+    run = make_run()
+    text = (run / "manifest.json").read_text()
+    (run / "manifest.json").write_text(text[:100])
+    assert error_of(run).startswith(f"{run / 'manifest.json'}: not valid JSON (truncated?)")
+
+
+def test_manifest_not_an_object(make_run: MakeRun) -> None:
+    run = make_run()
+    (run / "manifest.json").write_text("[1, 2]")
+    assert error_of(run) == f"{run / 'manifest.json'}: not a JSON object (got list)"
+
+
+def test_manifest_problems_are_reported_together(make_run: MakeRun) -> None:
+    run = make_run()
+    set_manifest(run, contract=KeyError, steps="60", chain_digest="XYZ", bag={"path": "/abs", "storage": "zip"})
+    message = error_of(run)
+    assert message.startswith(f"{run / 'manifest.json'}: missing key 'contract'")
+    for part in ("'steps' must be an int >= 0, got '60'", "'chain_digest' must be 64 lowercase hex digits",
+                 "'bag.path' must be a relative path", "'bag.storage' must be one of"):
+        assert part in message
+
+
+def test_other_format_is_refused(make_run: MakeRun) -> None:
+    run = make_run()
+    set_manifest(run, format=2)
+    assert error_of(run) == f"{run / 'manifest.json'}: format is 2; this tool reads format 1"
+
+
+def test_refusal_must_match_status(make_run: MakeRun) -> None:
+    run = make_run()
+    set_manifest(run, status="refused")
+    assert "status is 'refused' but 'refusal' is None" in error_of(run)
+    set_manifest(run, status="done")
+    assert "'status' must be one of ['counted', 'refused']" in error_of(run)
+
+
+def test_contract_needs_decision_us(make_run: MakeRun) -> None:
+    run = make_run()
+    set_manifest(run, contract={"tick_us": 10_000})
+    assert "'contract.decision_us' must be an int > 0, got None" in error_of(run)
+
+
+def test_missing_steps(make_run: MakeRun) -> None:
+    run = make_run()
+    (run / "steps.jsonl").unlink()
+    assert error_of(run) == f"{run / 'steps.jsonl'}: missing"
+
+
+def test_truncated_last_line(make_run: MakeRun) -> None:
+    run = make_run()
+    text = (run / "steps.jsonl").read_text()
+    cut = text.index("\n", len(text) // 2) + 40  # 40 characters into some line
+    lineno = text[:cut].count("\n") + 1
+    (run / "steps.jsonl").write_text(text[:cut])
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line {lineno}: not valid JSON (truncated?)"
+
+
+def test_truncated_at_a_line_boundary(make_run: MakeRun) -> None:
+    run = make_run()
+    set_lines(run, lambda lines: lines.__delitem__(slice(45, None)))
+    assert error_of(run) == f"{run / 'steps.jsonl'}: 45 step records, but manifest.json says steps=60 (truncated?)"
+
+
+def test_corrupt_line_in_the_middle(make_run: MakeRun) -> None:
+    run = make_run()
+    set_lines(run, lambda lines: lines.__setitem__(11, lines[11][:-5] + "xx"))
+    assert error_of(run).startswith(f"{run / 'steps.jsonl'}: line 12: not valid JSON (")
+
+
+def test_blank_line(make_run: MakeRun) -> None:
+    run = make_run()
+    set_lines(run, lambda lines: lines.insert(3, ""))
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line 4: empty line"
+
+
+def test_step_out_of_order(make_run: MakeRun) -> None:
+    run = make_run()
+    set_lines(run, lambda lines: lines.__setitem__(5, lines[6]))
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line 6: step is 6 where step 5 was expected"
+
+
+def test_record_missing_a_key(make_run: MakeRun) -> None:
+    run = make_run()
+
+    def drop_state(lines: list[str]) -> None:
+        record = json.loads(lines[2])
+        del record["state"]
+        lines[2] = json.dumps(record)
+
+    set_lines(run, drop_state)
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line 3: missing key 'state'"
+
+
+def test_record_not_an_object(make_run: MakeRun) -> None:
+    run = make_run()
+    set_lines(run, lambda lines: lines.__setitem__(0, "42"))
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line 1: not a JSON object (got int)"
+
+
+def test_not_utf8(make_run: MakeRun) -> None:
+    run = make_run()
+    (run / "steps.jsonl").write_bytes(b'{"step": 0\xff}\n')
+    assert error_of(run).startswith(f"{run / 'steps.jsonl'}: not UTF-8 text")
+
+
+def test_last_line_without_newline_is_accepted(make_run: MakeRun) -> None:
+    run = make_run()
+    text = (run / "steps.jsonl").read_text()
+    (run / "steps.jsonl").write_text(text.rstrip("\n"))
+    assert len(load_run(run).steps) == 60

@@ -1,0 +1,234 @@
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simforge_ros import topics
+from simforge_ros.record.bag import BagError, BagMessage, BagWriter, read_bag, typestore
+from simforge_ros.record.rundir import RunDirError
+from simforge_ros.record.verify import VerifyResult, main, verify_run
+
+MakeRun = Callable[..., Path]
+
+
+def rewrite_bag(run: Path, change: Callable[[BagMessage], bytes | None]) -> None:
+    """Rewrite the run's bag message by message; ``change`` returns new raw bytes or None
+    to drop the message."""
+    items = list(read_bag(run / "bag"))
+    storage = json.loads((run / "manifest.json").read_text())["bag"]["storage"]
+    shutil.rmtree(run / "bag")
+    with BagWriter(run / "bag", storage) as bag:
+        for item in items:
+            raw = change(item)
+            if raw is not None:
+                bag.write(item.topic, item.msgtype, item.t_ns, raw)
+
+
+def edit_json(path: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def edit_step(run: Path, step: int, edit: Callable[[dict[str, Any]], None]) -> None:
+    lines = (run / "steps.jsonl").read_text().splitlines()
+    record = json.loads(lines[step])
+    edit(record)
+    lines[step] = json.dumps(record)
+    (run / "steps.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_fabricated_run_verifies(make_run: MakeRun, storage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run(storage=storage)
+    result = verify_run(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert result == VerifyResult(True, 60, None, result.detail, manifest["chain_digest"])
+    assert main([str(run)]) == 0
+    assert capsys.readouterr().out == f"verified: 60 steps, chain {manifest['chain_digest'][:16]}\n"
+
+
+def test_json_output(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run()
+    assert main([str(run), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"ok": True, "steps_checked": 60, "first_mismatch": None,
+                   "chain_digest": json.loads((run / "manifest.json").read_text())["chain_digest"]}
+
+
+@pytest.mark.parametrize("refuse_at", [0, 25])
+def test_refused_run_verifies_what_was_recorded(make_run: MakeRun, refuse_at: int) -> None:
+    run = make_run(refuse_at=refuse_at)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "refused" and manifest["steps"] == refuse_at
+    result = verify_run(run)
+    assert result.ok and result.steps_checked == refuse_at
+
+
+def test_refused_run_may_not_have_two_extra_clock_messages(make_run: MakeRun) -> None:
+    run = make_run(refuse_at=25)
+    manifest = json.loads((run / "manifest.json").read_text())
+    items = list(read_bag(run / "bag"))
+    shutil.rmtree(run / "bag")
+    with BagWriter(run / "bag", manifest["bag"]["storage"]) as bag:
+        for item in items:
+            bag.write(item.topic, item.msgtype, item.t_ns, item.raw)
+        bag.write(topics.CLOCK, "rosgraph_msgs/msg/Clock", 26 * 50_000_000, _clock_raw(26 * 50_000))
+    assert verify_run(run).first_mismatch == {"step": 26, "field": "clock"}
+
+
+@pytest.mark.parametrize("step", [0, 23, 59])
+def test_flipped_byte_in_bag_names_the_step(
+    make_run: MakeRun, flip_state_byte: Callable[[Path, int], None], step: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_run()
+    flip_state_byte(run, step)
+    result = verify_run(run)
+    assert not result.ok
+    assert result.first_mismatch == {"step": step, "field": "state.speed_mps"}
+    assert result.steps_checked == step
+    assert main([str(run)]) == 1
+    assert capsys.readouterr().out.startswith(f"MISMATCH at step {step}: field state.speed_mps: bag ")
+    assert main([str(run), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"ok", "steps_checked", "first_mismatch", "chain_digest"}
+    assert out["ok"] is False and out["first_mismatch"] == {"step": step, "field": "state.speed_mps"}
+
+
+def test_flipped_pixel_names_the_camera(make_run: MakeRun, bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run()
+    (item,) = [m for m in read_bag(run / "bag") if m.topic == topics.image_topic("rear") and m.t_ns == 14 * 50_000_000]
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    at = blob.find(item.raw)
+    blob[at + len(item.raw) - 1] ^= 0x80  # the last pixel byte
+    path.write_bytes(bytes(blob))
+    assert verify_run(run).first_mismatch == {"step": 14, "field": "frames.rear"}
+
+
+def test_edited_steps_jsonl_is_caught(make_run: MakeRun) -> None:
+    run = make_run()
+    edit_step(run, 17, lambda r: r["action"].update(steer_rad=0.25))
+    assert verify_run(run).first_mismatch == {"step": 17, "field": "action.steer_rad"}
+
+
+def test_edited_digest_is_caught(make_run: MakeRun) -> None:
+    run = make_run()
+    edit_step(run, 9, lambda r: r.update(digest="0" * 64))
+    assert verify_run(run).first_mismatch == {"step": 9, "field": "digest"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "field", "step"),
+    [
+        ("chain_digest", "ab" * 32, "manifest.chain_digest", 59),
+        ("frames_digest", "cd" * 32, "manifest.frames_digest", 59),
+        ("frames_digest", None, "manifest.frames_digest", 59),
+        ("world_digest", "another world", "manifest.world_digest", 59),
+        ("expected_steps", 61, "manifest.expected_steps", 60),
+    ],
+)
+def test_manifest_is_checked(make_run: MakeRun, key: str, value: object, field: str, step: int) -> None:
+    run = make_run()
+    edit_json(run / "manifest.json", lambda m: m.update({key: value}))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": step, "field": field}
+    assert result.steps_checked == 60
+
+
+def test_message_missing_from_bag(make_run: MakeRun) -> None:
+    run = make_run()
+    rewrite_bag(run, lambda m: None if m.topic == topics.STATE and m.msg.step == 50 else m.raw)
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 50, "field": "steps"}
+    assert "step 50: missing state" in result.detail
+
+
+def test_bag_ends_early(make_run: MakeRun) -> None:
+    run = make_run()
+    rewrite_bag(run, lambda m: None if m.t_ns >= 50 * 50_000_000 else m.raw)
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 50, "field": "steps"}
+    assert "the bag gives 50 complete steps, steps.jsonl holds 60" in result.detail
+    assert "step 50: missing timing, action, applied, state" in result.detail
+
+
+def _clock_raw(t_us: int) -> bytes:
+    store = typestore()
+    stamp = store.types["builtin_interfaces/msg/Time"](sec=t_us // 1_000_000, nanosec=t_us % 1_000_000 * 1000)
+    msg = store.types["rosgraph_msgs/msg/Clock"](clock=stamp)
+    return bytes(store.serialize_cdr(msg, msg.__msgtype__))
+
+
+@pytest.mark.parametrize(
+    ("change", "step"),
+    [
+        (lambda m: None if m.topic == topics.CLOCK and m.t_ns == 10 * 50_000_000 else m.raw, 10),
+        (lambda m: _clock_raw(500_001) if m.topic == topics.CLOCK and m.t_ns == 10 * 50_000_000 else m.raw, 10),
+        (lambda m: None if m.topic == topics.CLOCK and m.t_ns == 59 * 50_000_000 else m.raw, 59),
+    ],
+    ids=["dropped", "wrong-stamp", "last-dropped"],
+)
+def test_clock_is_checked(make_run: MakeRun, change: Callable[[BagMessage], bytes | None], step: int) -> None:
+    run = make_run()
+    rewrite_bag(run, change)
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": step, "field": "clock"}
+    assert result.steps_checked == 60  # every step record itself matched
+
+
+def test_wrong_message_type_on_a_topic_is_bad_input(make_run: MakeRun) -> None:
+    run = make_run()
+    items = list(read_bag(run / "bag"))
+    shutil.rmtree(run / "bag")
+    with BagWriter(run / "bag") as bag:
+        for item in items:
+            topic = topics.ACTION if item.topic == topics.NODE_PARAMS else item.topic
+            bag.write(topic, item.msgtype, item.t_ns, item.raw)
+    with pytest.raises(BagError, match="/simforge/action holds std_msgs/msg/String"):
+        verify_run(run)
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+BAD_INPUTS: dict[str, tuple[Callable[[Path], object], str]] = {
+    "manifest-missing": (lambda r: (r / "manifest.json").unlink(), "manifest.json: missing"),
+    "manifest-truncated": (lambda r: _truncate(r / "manifest.json"), "manifest.json: not valid JSON (truncated?)"),
+    "manifest-empty": (lambda r: (r / "manifest.json").write_text(""), "manifest.json: empty file"),
+    "manifest-binary": (lambda r: (r / "manifest.json").write_bytes(b"\xff\xfe{"), "manifest.json: not UTF-8"),
+    "steps-missing": (lambda r: (r / "steps.jsonl").unlink(), "steps.jsonl: missing"),
+    "steps-truncated": (lambda r: _truncate(r / "steps.jsonl"), "not valid JSON (truncated?)"),
+    "bag-missing": (lambda r: shutil.rmtree(r / "bag"), "bag: not a rosbag2 directory"),
+    "bag-truncated": (lambda r: _truncate(r / "bag" / "bag.mcap"), "bag: unreadable bag"),
+    "bag-metadata-corrupt": (lambda r: (r / "bag" / "metadata.yaml").write_text("{{{"), "bag: unreadable bag"),
+    "run-missing": (lambda r: shutil.rmtree(r), "run: no such run directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_exits_2_with_one_line(make_run: MakeRun, case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run()
+    damage, expected = BAD_INPUTS[case]
+    damage(run)
+    with pytest.raises((RunDirError, BagError), match=None) as info:
+        verify_run(run)
+    assert str(run) in str(info.value) and expected in str(info.value)
+    for argv in ([str(run)], [str(run), "--json"]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+        assert captured.err.startswith("simforge verify: ") and expected in captured.err
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage" in capsys.readouterr().err
