@@ -24,6 +24,14 @@ class BridgeConfig:
     faults: FaultPlan = FaultPlan(())
 
 
+def _with_flipped_pixel(frame: RenderedFrame) -> RenderedFrame:
+    """Fault injection `flip_pixel=CAMERA@K`: one bit of the centre pixel's red channel."""
+    pixels = frame.pixels.copy()
+    height, width = pixels.shape[:2]
+    pixels[height // 2, width // 2, 0] ^= 0x10
+    return RenderedFrame(frame.stamp, pixels)
+
+
 class BridgeCore:
     """Serves Step requests over one backend."""
 
@@ -112,6 +120,9 @@ class BridgeCore:
                 frame = self._backend.render(camera, t_us, self._rig_offset)
             except StaleFrame as err:
                 raise StaleFrame(step, err.detail) from err
+            flip = faults.at("flip_pixel", step)
+            if flip is not None and flip.camera == camera:
+                frame = _with_flipped_pixel(frame)
             frames.append(frame)
         self._previous_frames = {f.stamp.camera: f for f in frames}
         return frames

@@ -80,8 +80,11 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
         ConfigError: a bad --set name or value, or a bad fault spec.
     """
     plan = FaultPlan.parse(list(spec.faults))
-    if spec.layout == "single" and plan.first("kill") is not None:
-        raise ConfigError.single("--inject", "kill", "kill=NODE@K only with --layout processes", plan.first("kill").spec())
+    for kind in ("kill", "stall"):
+        fault = plan.first(kind)
+        if spec.layout == "single" and fault is not None:
+            # one process: a killed or hung node would take the clock master with it
+            raise ConfigError.single("--inject", fault.spec(), f"{kind}=NODE@K only with --layout processes", spec.layout)
     params: dict[str, dict[str, Any]] = {
         "clock_master": {"seed": spec.seed, "steps": spec.steps, "latency_us": spec.latency_us,
                          "run_id": spec.run_id, "record": spec.record},

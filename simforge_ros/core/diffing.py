@@ -64,6 +64,7 @@ class DiffResult:
     a: object = None
     b: object = None
     steps: int = 0
+    frames_differ: bool = False  # the camera frames also differ at ``step``
 
 
 def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]:
@@ -73,10 +74,14 @@ def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]
     timing = record.get("timing", MISSING)
     yield "timing", "timing", strip_wall(timing) if isinstance(timing, Mapping) else timing
     yield "state", "state", record.get("state", MISSING)
-    yield "frames", "frames", record.get("frames", MISSING)
-    yield "frames", "frames_digest", record.get("frames_digest", MISSING)
     yield "controller", "action", record.get("action", MISSING)
     yield "controller", "applied", record.get("applied", MISSING)
+    # Frames are the controller's input, but what a diff must name is which simulated
+    # quantity moved first: the vehicle state or the controller output. A frame that
+    # differs at the same step is reported alongside (frames_differ); a frame that
+    # differs with nothing simulated differing yet is reported on its own.
+    yield "frames", "frames", record.get("frames", MISSING)
+    yield "frames", "frames_digest", record.get("frames_digest", MISSING)
 
 
 def _same_leaf(x: object, y: object) -> bool:
@@ -120,7 +125,11 @@ def diff_steps(a: Sequence[Mapping[str, object]], b: Sequence[Mapping[str, objec
         for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb)):
             found = first_field_diff(path, va, vb)
             if found is not None:
-                return DiffResult(False, step_no, category, found[0], found[1], found[2], i)
+                frames_differ = category == "frames" or any(
+                    first_field_diff(k, ra.get(k, MISSING), rb.get(k, MISSING)) is not None
+                    for k in ("frames", "frames_digest")
+                )
+                return DiffResult(False, step_no, category, found[0], found[1], found[2], i, frames_differ)
         extra = [k for k in ra if k not in _KNOWN] + [k for k in rb if k not in _KNOWN and k not in ra]
         for key in extra:
             if key == "wall" or key.startswith("wall_"):
@@ -155,7 +164,8 @@ def describe(result: DiffResult) -> str:
             f"({result.a} vs {result.b} steps)"
         )
     phrase = _PHRASES.get(result.first or "", result.first or "?")
+    also = "; camera frames differ at this step too" if result.frames_differ and result.first != "frames" else ""
     return (
         f"first difference at step {result.step}: {phrase} differed first "
-        f"({result.field}: {_fmt(result.a)} vs {_fmt(result.b)})"
+        f"({result.field}: {_fmt(result.a)} vs {_fmt(result.b)}){also}"
     )

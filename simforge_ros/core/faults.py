@@ -14,6 +14,8 @@ Accepted forms (K is a step >= 0)::
     perturb_action=EPS@K         the driver perturbs its action by EPS at step K
     perturb_state=EPS@K          the bridge perturbs the observed state by EPS at step K
     kill=NODE@K                  NODE (sim_bridge, driver, recorder) dies at step K
+    stall=NODE@K                 NODE stops answering (hangs) at step K
+    flip_pixel=CAMERA@K          the bridge changes one pixel of CAMERA's frame at step K
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ FORMS: dict[str, str] = {
     "perturb_action": "perturb_action=EPS@K",
     "perturb_state": "perturb_state=EPS@K",
     "kill": "kill=NODE@K",
+    "stall": "stall=NODE@K",
+    "flip_pixel": "flip_pixel=CAMERA@K",
 }
 """The accepted form of each fault kind."""
 
@@ -50,6 +54,7 @@ _TARGETS: dict[str, tuple[str, ...]] = {
     "perturb_state": ("sim_bridge",),
     "perturb_action": ("driver",),
     "jitter": ("sim_bridge", "driver"),
+    "flip_pixel": ("sim_bridge",),
 }
 
 _STEP = r"(?P<step>\d+)"
@@ -63,6 +68,8 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "perturb_action": re.compile(rf"perturb_action=(?P<eps>{_REAL})@{_STEP}"),
     "perturb_state": re.compile(rf"perturb_state=(?P<eps>{_REAL})@{_STEP}"),
     "kill": re.compile(rf"kill=(?P<node>[A-Za-z_]+)@{_STEP}"),
+    "stall": re.compile(rf"stall=(?P<node>[A-Za-z_]+)@{_STEP}"),
+    "flip_pixel": re.compile(rf"flip_pixel=(?P<camera>[A-Za-z0-9_]+)@{_STEP}"),
 }
 _ALL_FORMS = "one of " + ", ".join(FORMS.values()) + f" (K a step >= 0, NODE in {', '.join(NODES)})"
 
@@ -79,6 +86,7 @@ class Fault:
     max_jitter_ms: float | None = None
     eps: float | None = None
     node: str | None = None
+    camera: str | None = None
 
     def spec(self) -> str:
         """The spec string that parses back to this fault."""
@@ -93,13 +101,15 @@ class Fault:
             return f"jitter={self.max_jitter_ms!r}"
         if self.kind in ("perturb_action", "perturb_state"):
             return f"{self.kind}={self.eps!r}{at}"
-        if self.kind == "kill":
-            return f"kill={self.node}{at}"
+        if self.kind in ("kill", "stall"):
+            return f"{self.kind}={self.node}{at}"
+        if self.kind == "flip_pixel":
+            return f"flip_pixel={self.camera}{at}"
         raise ValueError(f"unknown fault kind {self.kind!r}")
 
     def targets(self) -> tuple[str, ...]:
         """The nodes that inject this fault."""
-        if self.kind == "kill":
+        if self.kind in ("kill", "stall"):
             return (self.node,) if self.node else ()
         return _TARGETS[self.kind]
 
@@ -124,7 +134,7 @@ def parse_fault(spec: str) -> Fault:
     if pattern is None:
         raise _bad(spec, _ALL_FORMS)
     expected = f"{FORMS[kind]} (K a step >= 0" + (
-        f", NODE in {', '.join(NODES)})" if kind == "kill" else ")"
+        f", NODE in {', '.join(NODES)})" if kind in ("kill", "stall") else ")"
     )
     match = pattern.fullmatch(text)
     if match is None:
@@ -145,10 +155,12 @@ def parse_fault(spec: str) -> Fault:
         return Fault(kind, max_jitter_ms=max_ms)
     if kind in ("perturb_action", "perturb_state"):
         return Fault(kind, step, eps=float(groups["eps"]))
-    if kind == "kill":
+    if kind in ("kill", "stall"):
         if groups["node"] not in NODES:
             raise _bad(spec, expected)
         return Fault(kind, step, node=groups["node"])
+    if kind == "flip_pixel":
+        return Fault(kind, step, camera=groups["camera"])
     return Fault(kind, step)
 
 
@@ -178,7 +190,7 @@ class FaultPlan:
             except ConfigError as err:
                 problems.extend(err.problems)
                 continue
-            key = (fault.kind, None if fault.kind == "kill" else fault.step, fault.node)
+            key = (fault.kind, None if fault.kind in ("kill", "stall") else fault.step, fault.node)
             if key in seen:
                 problems.append(
                     Problem("--inject", spec, f"at most one {FORMS[fault.kind]} per step/node", spec)

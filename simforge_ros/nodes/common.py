@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -117,6 +118,17 @@ def die_now() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+# Set by SIGTERM/SIGINT in a participant process; a process concern, not simulation state.
+STOP = threading.Event()
+
+
+def stall_forever() -> None:
+    """Fault injection `stall=NODE@K`: stop answering, as a hung process would, until
+    the launcher stops this process."""
+    while not STOP.wait(0.05):
+        pass
+
+
 def jitter_sleep(rng: Any, max_ms: float) -> None:
     """Fault injection `jitter=MAX_MS`: wall-clock delay only; never touches the simulation."""
     if max_ms > 0:
@@ -162,6 +174,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
 
     def _on_signal(signum: int, _frame: Any) -> None:
         stop["signal"] = True
+        STOP.set()
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)

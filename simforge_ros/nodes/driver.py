@@ -27,7 +27,7 @@ from simforge_ros.drivers.registry import make_policy
 from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
-    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, period, publish_node_params,
+    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, stall_forever, period, publish_node_params,
     run_participant, watch_run_status,
 )
 from simforge_ros.srv import Decide
@@ -49,8 +49,9 @@ class Driver:
         jitter = self._faults.first("jitter")
         self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
         self._jitter_rng = np.random.default_rng()  # wall-clock only: deliberately unseeded
-        kill = self._faults.first("kill")
+        kill, stall = self._faults.first("kill"), self._faults.first("stall")
         self._kill_step = kill.step if kill is not None else None
+        self._stall_step = stall.step if stall is not None else None
         self._run_key: tuple[int, int] | None = None
         self._frames: dict[tuple[str, int], np.ndarray] = {}
         self._waiting: dict[tuple[str, int], Future] = {}
@@ -99,6 +100,8 @@ class Driver:
         step = request.step
         if self._kill_step is not None and step == self._kill_step:
             die_now()
+        if self._stall_step is not None and request.step == self._stall_step:
+            stall_forever()
         jitter_sleep(self._jitter_rng, self._jitter_ms)
         try:
             action = await self._decide(request)

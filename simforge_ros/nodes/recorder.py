@@ -28,7 +28,7 @@ from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
-    LATCHED_QOS, RECORD_QOS, declare_params, die_now, publish_node_params, run_participant,
+    LATCHED_QOS, RECORD_QOS, declare_params, die_now, publish_node_params, run_participant, stall_forever,
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
@@ -72,8 +72,9 @@ class Recorder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._values = values
         self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
-        kill = self._faults.first("kill")
+        kill, stall = self._faults.first("kill"), self._faults.first("stall")
         self._kill_step = kill.step if kill is not None else None
+        self._stall_step = stall.step if stall is not None else None
         self._store = typestore()
         self._bag = BagWriter(self.out_dir / "bag", values["storage"])
         self._bag.open()
@@ -119,8 +120,10 @@ class Recorder:
         else:
             plain = to_plain(msg)
             assert isinstance(plain, dict)
-            if part == "timing" and self._kill_step is not None and plain["step"] == self._kill_step:
+            if part == "timing" and plain["step"] == self._kill_step:
                 die_now()
+            if part == "timing" and plain["step"] == self._stall_step:
+                stall_forever()
             completed = self.assembler.add(part, plain)
         for record in completed:
             self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")

@@ -27,7 +27,7 @@ from simforge_ros.image_codec import numpy_to_imgmsg
 from simforge_ros.msg import ContactEvent, VehicleState
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
-    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, period, publish_node_params,
+    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, stall_forever, period, publish_node_params,
     run_participant, watch_run_status,
 )
 from simforge_ros.srv import Step
@@ -56,8 +56,9 @@ class SimBridge:
         jitter = faults.first("jitter")
         self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
         self._jitter_rng = np.random.default_rng()  # wall-clock only: deliberately unseeded
-        kill = faults.first("kill")
+        kill, stall = faults.first("kill"), faults.first("stall")
         self._kill_step = kill.step if kill is not None else None
+        self._stall_step = stall.step if stall is not None else None
         self.finished = False
         self._state_pub = self.node.create_publisher(VehicleState, topics.STATE, RECORD_QOS)
         self._contact_pub = self.node.create_publisher(ContactEvent, topics.CONTACTS, RECORD_QOS)
@@ -74,6 +75,8 @@ class SimBridge:
         response.pid, response.host = os.getpid(), HOST
         if self._kill_step is not None and request.step == self._kill_step:
             die_now()
+        if self._stall_step is not None and request.step == self._stall_step:
+            stall_forever()
         jitter_sleep(self._jitter_rng, self._jitter_ms)
         step_request = StepRequest(
             request.step, request.t_us, request.decision_us, request.seed, request.reset,

@@ -97,6 +97,7 @@ def to_json(result: DiffResult) -> dict[str, Any]:
         "field": result.field,
         "a": _json_value(result.a),
         "b": _json_value(result.b),
+        "frames_differ": result.frames_differ,
     }
 
 

@@ -20,7 +20,9 @@ REPO_SCENARIOS = Path(__file__).resolve().parents[2] / "config" / "scenarios"
 def test_seed_scenarios_load(name):
     sc = load_scenario(name)
     assert sc.name == name
-    assert sc.path == REPO_SCENARIOS / f"{name}.yaml"
+    # found in the installed share dir or the source tree: either way the shipped file
+    assert sc.path.name == f"{name}.yaml"
+    assert sc.path.read_bytes() == (REPO_SCENARIOS / f"{name}.yaml").read_bytes()
     assert sc.source_sha256 == hashlib.sha256(sc.path.read_bytes()).hexdigest()
     assert sc.duration_us >= 15_000_000
     route = sc.ego.route
@@ -32,7 +34,7 @@ def test_seed_scenarios_load(name):
 
 
 def test_catalog_lists_seeds():
-    assert scenario_dirs()[0] == REPO_SCENARIOS
+    assert any((d / "right_turn.yaml").is_file() for d in scenario_dirs())
     assert set(SEEDS) <= set(list_scenarios())
     assert load_scenario("handover_parked").handover is not None
 

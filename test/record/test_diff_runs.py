@@ -48,7 +48,7 @@ def test_json_keys(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> Non
     a, b = make_run("a"), make_run("b", perturb_action_at=40)
     assert main([str(a), str(b), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"identical", "step", "first", "field", "a", "b"}
+    assert set(out) == {"identical", "step", "first", "field", "a", "b", "frames_differ"}
     assert (out["identical"], out["step"], out["first"], out["field"]) == (False, 40, "controller", "action.steer_rad")
     assert out["b"] == pytest.approx(out["a"] + 1e-3)
     assert main([str(a), str(a), "--json"]) == 0

@@ -1,0 +1,50 @@
+"""Helpers for tests that run real lockstep runs (real rclpy, real DDS, real bags)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from simforge_ros.runner import RunResult, RunSpec, new_run_id, run
+
+
+def lockstep(tmp_path: Path, scenario: str = "right_turn", **kwargs: Any) -> RunResult:
+    """One run through the same runner `simforge run` uses; a new run dir under tmp_path."""
+    seed = kwargs.get("seed", 0)
+    run_id = new_run_id(scenario, seed, len(list(tmp_path.glob("*"))))
+    return run(RunSpec(scenario=scenario, out_dir=tmp_path / run_id, run_id=run_id, **kwargs))
+
+
+def steps_of(result: RunResult) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (Path(result.run_dir) / "steps.jsonl").read_text().splitlines()]
+
+
+def manifest_of(result: RunResult) -> dict[str, Any]:
+    return json.loads((Path(result.run_dir) / "manifest.json").read_text())
+
+
+def simforge(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The installed CLI, as a user runs it."""
+    exe = Path(sys.executable).with_name("simforge")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=600,
+                          env=dict(os.environ))
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line mentions ``text`` (for orphan checks)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found

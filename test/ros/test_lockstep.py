@@ -1,0 +1,156 @@
+"""The lockstep loop over real ROS 2: identical digests across runs and layouts, and
+every named refusal firing at the right step (and not otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs import lockstep, manifest_of, processes_mentioning, simforge, steps_of
+
+pytestmark = pytest.mark.ros
+
+
+def _refusal(result):
+    return (result.refusal["code"], result.refusal["step"]) if result.refusal else None
+
+
+def test_single_and_processes_layouts_give_the_same_digest(tmp_path):
+    single = lockstep(tmp_path, steps=40, layout="single")
+    processes = lockstep(tmp_path, steps=40, layout="processes")
+    assert single.status == processes.status == "counted"
+    assert single.steps == processes.steps == 40
+    assert single.chain_digest == processes.chain_digest
+    assert len(single.chain_digest) == 64
+
+
+def test_decision_not_a_whole_number_of_ticks_is_refused_before_step_0(tmp_path):
+    result = lockstep(tmp_path, steps=10, layout="single", sets={"sim_bridge": {"tick_us": 30_000}})
+    assert _refusal(result) == ("rate_not_multiple", -1)
+    assert "30000" in result.refusal["detail"]
+    assert result.exit_code == 11
+
+
+def test_hand_typed_camera_period_is_refused_at_start_not_at_step_101(tmp_path):
+    result = lockstep(tmp_path, steps=150, layout="single", sets={"sim_bridge": {"camera_period_s": 0.0999}})
+    assert _refusal(result) == ("rate_not_multiple", -1)
+    assert "99900" in result.refusal["detail"]
+    assert manifest_of(result)["steps"] == 0
+
+
+def test_a_whole_number_camera_period_in_seconds_is_accepted(tmp_path):
+    result = lockstep(tmp_path, steps=12, layout="single", sets={"sim_bridge": {"camera_period_s": 0.2}})
+    assert result.status == "counted"
+    frames = [len(s["frames"]) for s in steps_of(result)]
+    assert frames == [2 if k % 2 == 0 else 0 for k in range(12)]
+
+
+@pytest.mark.parametrize(
+    ("fault", "code", "step"),
+    [
+        ("time_offset=1@7", "time_drift", 7),
+        ("drop_frame@5", "missing_frame", 5),
+        ("stale_frame@6", "stale_frame", 6),
+        ("rig_offset=0.0054,0.134", "pose_tolerance", 0),
+    ],
+)
+def test_each_contract_refusal_fires_at_its_step_and_keeps_the_records(tmp_path, fault, code, step):
+    result = lockstep(tmp_path, steps=20, layout="single", faults=(fault,))
+    assert _refusal(result) == (code, step)
+    manifest = manifest_of(result)
+    assert manifest["status"] == "refused" and manifest["refusal"]["code"] == code
+    assert manifest["steps"] == step  # every step before the refusal is kept, chained
+    assert [s["step"] for s in steps_of(result)] == list(range(step))
+    assert fault in manifest["faults"]
+
+
+def test_a_rig_error_within_tolerance_does_not_trip_the_pose_guard(tmp_path):
+    result = lockstep(tmp_path, steps=20, layout="single", faults=("rig_offset=0.005,0.05",))
+    assert result.status == "counted", result.refusal
+
+
+def test_a_hung_participant_is_refused_with_participant_timeout(tmp_path):
+    result = lockstep(tmp_path, steps=20, layout="processes", faults=("stall=driver@4",),
+                      sets={"clock_master": {"participant_timeout_ms": 1500}})
+    assert _refusal(result) == ("participant_timeout", 4)
+    assert manifest_of(result)["steps"] == 4
+    assert processes_mentioning(result.run_dir) == []
+
+
+def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_path):
+    result = lockstep(tmp_path, steps=30, layout="processes", faults=("kill=driver@5",),
+                      sets={"clock_master": {"participant_timeout_ms": 20_000}})
+    assert _refusal(result) == ("participant_lost", 5)
+    assert "driver" in result.refusal["detail"]
+    manifest = manifest_of(result)
+    assert manifest["steps"] == 5 and manifest["refusal"]["code"] == "participant_lost"
+    assert processes_mentioning(result.run_dir) == []
+
+
+def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
+    calm = lockstep(tmp_path, steps=25, layout="single")
+    jittery = lockstep(tmp_path, steps=25, layout="single", faults=("jitter=15",))
+    assert jittery.status == "counted"
+    assert jittery.chain_digest == calm.chain_digest
+    calm_wall = [s["wall"]["wall_step_ns"] for s in steps_of(calm)]
+    jitter_wall = [s["wall"]["wall_step_ns"] for s in steps_of(jittery)]
+    assert sum(jitter_wall) > sum(calm_wall)  # it did take longer
+
+
+def test_latency_runs_repeat_and_differ_from_no_latency(tmp_path):
+    none = lockstep(tmp_path, steps=60, layout="single")
+    first = lockstep(tmp_path, steps=60, layout="single", latency_us=200_000)
+    second = lockstep(tmp_path, steps=60, layout="single", latency_us=200_000)
+    assert first.chain_digest == second.chain_digest != none.chain_digest
+    applied = {s["step"]: s["applied"] for s in steps_of(first)}
+    actions = {s["step"]: s["action"] for s in steps_of(first)}
+    for k in range(2, 60):
+        assert applied[k]["decided_step"] == k - 2
+        assert applied[k]["steer_rad"] == actions[k - 2]["steer_rad"]
+    assert applied[0]["steer_rad"] == 0.0 and applied[1]["accel_mps2"] == 0.0
+
+
+def test_latency_that_is_not_a_whole_number_of_steps_is_refused(tmp_path):
+    result = lockstep(tmp_path, steps=10, layout="single", latency_us=150_000)
+    assert _refusal(result) == ("rate_not_multiple", -1)
+
+
+@pytest.mark.parametrize("scenario", ["right_turn", "unprotected_left", "red_signal", "handover_parked"])
+def test_every_scenario_completes_with_the_route_follower_without_a_real_contact(tmp_path, scenario):
+    result = lockstep(tmp_path, scenario, layout="single")
+    assert result.status == "counted", result.refusal
+    manifest = manifest_of(result)
+    assert manifest["steps"] == manifest["expected_steps"] >= 150
+    contacts = manifest["contacts"]["events"]
+    assert [c for c in contacts if not c["harness_fault"]] == []
+
+
+def test_cli_run_json_and_exit_codes(tmp_path):
+    ok = simforge("run", "right_turn", "--steps", "8", "--layout", "single", "--repeat", "2", "--json",
+                  "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    rows = [__import__("json").loads(line) for line in ok.stdout.splitlines()]
+    assert len(rows) == 2 and rows[0]["chain_digest"] == rows[1]["chain_digest"]
+    assert {"run_id", "scenario", "steps", "chain_digest", "status", "refusal", "run_dir"} <= set(rows[0])
+    refused = simforge("run", "right_turn", "--steps", "8", "--layout", "single", "--inject", "drop_frame@3",
+                       "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert refused.returncode == 12
+    assert "refused:missing_frame at step 3" in refused.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["run", "nowhere"], "SCENARIO: scenario: expected one of"),
+        (["run", "right_turn", "--set", "clock_master.decison_us=5"], "clock_master.decison_us"),
+        (["run", "right_turn", "--set", "clock_master.decision_us=fast"], "expected a value of type int"),
+        (["run", "right_turn", "--inject", "drop_frame@x"], "drop_frame@K"),
+        (["run", "right_turn", "--latency-ms", "0.0001"], "--latency-ms"),
+        (["run", "right_turn", "--layout", "single", "--inject", "kill=driver@3"], "only with --layout processes"),
+        (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
+    ],
+)
+def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
+    out = simforge(*args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
