@@ -153,7 +153,12 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(args, "module"):
             import importlib
 
-            return int(importlib.import_module(args.module).main(rest))
+            module = importlib.import_module(args.module)
+            if args.module == "simforge_ros.drivers.probe":
+                from simforge_ros.record.inputs import observations_from_run
+
+                return int(module.main(rest, observations_from_run))
+            return int(module.main(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")
         return int(args.func(args))

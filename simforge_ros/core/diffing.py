@@ -72,14 +72,25 @@ def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]
     yield "timing", "step", record.get("step", MISSING)
     yield "timing", "t_us", record.get("t_us", MISSING)
     timing = record.get("timing", MISSING)
-    yield "timing", "timing", strip_wall(timing) if isinstance(timing, Mapping) else timing
+    timing = strip_wall(timing) if isinstance(timing, Mapping) else timing
+    # The clock fields of the timing record come first; its world digest and frame stamps
+    # (poses the frames were rendered for) follow the state they are derived from.
+    derived = ("world_digest", "frames")
+    if isinstance(timing, Mapping):
+        yield "timing", "timing", {k: v for k, v in timing.items() if k not in derived}
+    else:
+        yield "timing", "timing", timing
     yield "state", "state", record.get("state", MISSING)
+    if isinstance(timing, Mapping):
+        yield "state", "timing.world_digest", timing.get("world_digest", MISSING)
     yield "controller", "action", record.get("action", MISSING)
     yield "controller", "applied", record.get("applied", MISSING)
     # Frames are the controller's input, but what a diff must name is which simulated
     # quantity moved first: the vehicle state or the controller output. A frame that
     # differs at the same step is reported alongside (frames_differ); a frame that
     # differs with nothing simulated differing yet is reported on its own.
+    if isinstance(timing, Mapping):
+        yield "frames", "timing.frames", timing.get("frames", MISSING)
     yield "frames", "frames", record.get("frames", MISSING)
     yield "frames", "frames_digest", record.get("frames_digest", MISSING)
 

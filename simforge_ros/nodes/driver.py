@@ -122,8 +122,7 @@ class Driver:
             if step != 0:
                 raise ParticipantError(step, f"first decision at step {step}; a run starts at step 0")
             self.policy.reset(request.seed, request.decision_us)
-            self._run_key = key
-            self._frames.clear()
+            self._run_key = key  # frames of t(0) may have arrived already: keep them
         named = {f.camera: f for f in request.frames}
         frames = {}
         for camera in self.policy.cameras_at(step):

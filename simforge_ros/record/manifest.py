@@ -86,7 +86,7 @@ def build_manifest(
         "contract": contract,
         "digests": {
             "driver_config": canonical_sha256(policy) if policy else None,
-            "weights": policy.get("weights_sha256") if isinstance(policy, dict) else None,
+            "weights": (policy.get("weights") or {}).get("sha256") if isinstance(policy, dict) else None,
             "scenario_file": backend.get("scenario_sha256"),
             "engine_version": backend.get("engine_version"),
             "bridge": canonical_sha256(bridge) if bridge else None,

@@ -1,0 +1,47 @@
+"""The learned torch planner in the lockstep loop: repeatable with its determinism option
+in both layouts, and one changed camera pixel changes the plan at that step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runs import lockstep, manifest_of, simforge, steps_of
+from simforge_ros.record.diff_runs import diff_runs
+
+pytestmark = pytest.mark.ros
+pytest.importorskip("torch")
+
+
+def test_torch_driver_repeats_in_both_layouts(tmp_path):
+    runs = [lockstep(tmp_path, steps=25, driver="torch", layout=layout)
+            for layout in ("single", "single", "processes", "processes")]
+    assert {r.status for r in runs} == {"counted"}, [r.refusal for r in runs]
+    assert len({r.chain_digest for r in runs}) == 1
+    records = steps_of(runs[0])
+    assert records[5]["action"]["has_plan"] and records[5]["action"]["plan_step"] == 5
+    assert set(records[0]["frames"]) == {"front", "left", "rear", "right"}
+    policy = manifest_of(runs[0])["nodes"]["driver"]["policy"]
+    assert policy["deterministic"] is True and manifest_of(runs[0])["digests"]["weights"]
+
+
+def test_one_changed_pixel_changes_the_plan_at_that_step(tmp_path):
+    base = lockstep(tmp_path, steps=20, driver="torch", layout="single")
+    flipped = lockstep(tmp_path, steps=20, driver="torch", layout="single", faults=("flip_pixel=front@10",))
+    result = diff_runs(Path(base.run_dir), Path(flipped.run_dir))
+    assert (result.step, result.first) == (10, "controller")
+    assert result.field.startswith("action.")
+    assert result.frames_differ
+    out = simforge("diff", base.run_dir, flipped.run_dir, cwd=tmp_path)
+    assert "step 10: controller output differed first" in out.stdout
+
+
+def test_probe_driver_replays_inputs_saved_in_a_run(tmp_path):
+    run = lockstep(tmp_path, steps=6, driver="torch", layout="single")
+    out = simforge("probe-driver", "--calls", "6", "--deterministic", "on", "--inputs", run.run_dir, "--json",
+                   cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["mode"] == "on" and row["calls"] == row["identical"] == 6
