@@ -7,7 +7,7 @@ decision_us from the clock master, and the camera period defaults to that interv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame, SimBackend
 from simforge_ros.core.errors import ParticipantError, RateNotMultiple, StaleFrame
@@ -21,7 +21,7 @@ class BridgeConfig:
 
     cameras: tuple[str, ...] = ("chase", "front")
     camera_period_us: int | None = None  # None: every decision step
-    faults: FaultPlan = FaultPlan(())
+    faults: FaultPlan = field(default_factory=FaultPlan)
 
 
 def _with_flipped_pixel(frame: RenderedFrame) -> RenderedFrame:
@@ -104,10 +104,7 @@ class BridgeCore:
         if t_us % period_us:
             return []
         faults = self._config.faults
-        if faults.at("drop_frame", step) is not None:
-            dropped = self._config.cameras[0]
-        else:
-            dropped = None
+        dropped = self._config.cameras[0] if faults.at("drop_frame", step) is not None else None
         stale = faults.at("stale_frame", step) is not None
         frames = []
         for camera in self._config.cameras:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -65,13 +66,25 @@ def _latency_us(text: str | None) -> int:
     return int(value)
 
 
+def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], None]:
+    """The per-step progress callback of one run (bound to that run's id)."""
+
+    def progress(k: int, total: int) -> None:
+        if show_progress and (k % 10 == 0 or k + 1 == total):
+            print(f"\r{run_id}: step {k + 1}/{total}", end="", file=sys.stderr, flush=True)
+
+    return progress
+
+
 def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
     from simforge_ros.runner import RunSpec, new_run_id, run
 
     scenario = args.scenario
     if scenario not in list_scenarios() and not Path(scenario).is_file():
-        raise ConfigError.single("SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario)
+        raise ConfigError.single(
+            "SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario
+        )
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
     sets = _parse_set(args.set)
@@ -87,12 +100,7 @@ def _run(args: argparse.Namespace) -> int:
             steps=args.steps, latency_us=latency_us, layout=args.layout, sets=sets,
             faults=tuple(args.inject),
         )
-
-        def progress(k: int, total: int) -> None:
-            if show_progress and (k % 10 == 0 or k + 1 == total):
-                print(f"\r{run_id}: step {k + 1}/{total}", end="", file=sys.stderr, flush=True)
-
-        result = run(spec, progress)
+        result = run(spec, _progress_printer(run_id, show_progress))
         if show_progress:
             print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
         results.append(result)

@@ -99,7 +99,7 @@ def _same_leaf(x: object, y: object) -> bool:
     if type(x) is not type(y):
         return False
     if isinstance(x, float):
-        return struct.pack(">d", x) == struct.pack(">d", y)  # type: ignore[arg-type]
+        return struct.pack(">d", x) == struct.pack(">d", y)
     return x == y
 
 
@@ -109,7 +109,7 @@ def first_field_diff(path: str, x: object, y: object) -> tuple[str, object, obje
     Mapping keys are walked in x's order, then keys only y has; lists by index.
     """
     if isinstance(x, Mapping) and isinstance(y, Mapping):
-        keys = list(x.keys()) + [k for k in y.keys() if k not in x]
+        keys = list(x.keys()) + [k for k in y if k not in x]
         for key in keys:
             found = first_field_diff(f"{path}.{key}", x.get(key, MISSING), y.get(key, MISSING))
             if found is not None:
@@ -130,10 +130,13 @@ def first_field_diff(path: str, x: object, y: object) -> tuple[str, object, obje
 
 def diff_steps(a: Sequence[Mapping[str, object]], b: Sequence[Mapping[str, object]]) -> DiffResult:
     """Compare two runs' step records (as in steps.jsonl) and report the first difference."""
-    for i, (ra, rb) in enumerate(zip(a, b)):
+    # The runs may have different lengths: the common prefix is compared, then the lengths.
+    for i, (ra, rb) in enumerate(zip(a, b, strict=False)):
         step = ra.get("step", i)
         step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
-        for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb)):
+        # Both records yield the same sections in the same order (they only differ in count when one
+        # timing is a mapping and the other is not, and that difference is found first).
+        for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb), strict=True):
             found = first_field_diff(path, va, vb)
             if found is not None:
                 frames_differ = category == "frames" or any(

@@ -71,7 +71,14 @@ class DecideRequest:
 
 @dataclass(frozen=True)
 class TimingRecord:
-    """The timing record of one step; wall_* fields never enter a digest."""
+    """The timing record of one step; wall_* fields never enter a digest.
+
+    ``wall_bridge_ns`` and ``wall_driver_ns`` time the Step and Decide calls of the step;
+    ``wall_step_ns`` is the loop's whole cycle for the step: from the end of the previous
+    decision (step 0: from the reset request) to the end of this one, so it also covers
+    publishing the previous step's records, /clock and the contract checks, and the
+    wall_step_ns of a run add up to the loop's wall time.
+    """
 
     step: int
     t_us: int
@@ -148,7 +155,7 @@ def run_lockstep(
     """
     progress = progress if progress is not None else LoopProgress()
     decision_us = config.decision_us
-    w0 = wall_ns()
+    w0 = w_cycle = wall_ns()
     obs = participants.step(StepRequest(0, 0, decision_us, config.seed, True, neutral_action()))
     wall_bridge = wall_ns() - w0
     contract = build_contract(
@@ -188,8 +195,9 @@ def run_lockstep(
             tick_us=contract.tick_us, ticks_per_step=contract.ticks_per_step,
             latency_steps=contract.latency_steps, world_digest=obs.world_digest,
             frames=tuple(obs.frames), wall_bridge_ns=wall_bridge, wall_driver_ns=w2 - w1,
-            wall_step_ns=w2 - w0,
+            wall_step_ns=w2 - w_cycle,
         )
+        w_cycle = w2
         sink.record(timing, action, applied, obs.state)
         progress.steps_done = k + 1
         if on_step is not None:

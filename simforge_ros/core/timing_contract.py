@@ -157,9 +157,9 @@ def build_contract(
                 problems.append(Problem(src, "cameras", "distinct camera names", cam))
             else:
                 seen.add(cam)
-    for name, value in (("pose_tolerance_m", pose_tolerance_m), ("pose_tolerance_deg", pose_tolerance_deg)):
-        if not _is_real(value) or not math.isfinite(value) or value < 0:
-            problems.append(Problem(src, name, "a finite number >= 0", value))
+    for name, tolerance in (("pose_tolerance_m", pose_tolerance_m), ("pose_tolerance_deg", pose_tolerance_deg)):
+        if not _is_real(tolerance) or not math.isfinite(tolerance) or tolerance < 0:
+            problems.append(Problem(src, name, "a finite number >= 0", tolerance))
     if problems:
         raise ConfigError(problems)
 
@@ -276,10 +276,7 @@ def check_observation(
 
 
 def _stale_detail(camera: str, frame_t_us: int, step: int, t_us: int) -> str:
-    if frame_t_us > t_us:
-        kind = "a time the world has not reached"
-    else:
-        kind = "an old time"
+    kind = "a time the world has not reached" if frame_t_us > t_us else "an old time"
     return (
         f"frame {camera!r} is stamped {frame_t_us} us, {kind}; "
         f"t({step}) = {t_us} us (off by {frame_t_us - t_us} us)"

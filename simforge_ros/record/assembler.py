@@ -62,7 +62,7 @@ class StepAssembler:
         return self._drain()
 
     def _drain(self) -> list[dict[str, Any]]:
-        done = []
+        done: list[dict[str, Any]] = []
         while True:
             step = self.steps_done
             pending = self._pending.get(step)

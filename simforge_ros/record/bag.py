@@ -121,10 +121,10 @@ def read_bag(path: Path) -> Iterator[BagMessage]:
             for conn, t_ns, raw in reader.messages():
                 try:
                     msg = store.deserialize_cdr(raw, conn.msgtype)
-                except Exception as err:  # noqa: BLE001 - any decode failure names the bag
+                except Exception as err:
                     raise BagError(f"{path}: {conn.topic} message at t={t_ns} ns cannot be decoded: {err}") from err
                 yield BagMessage(conn.topic, conn.msgtype, t_ns, bytes(raw), msg)
     except BagError:
         raise
-    except Exception as err:  # noqa: BLE001 - rosbags raises several types for damaged files
+    except Exception as err:
         raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err

@@ -98,7 +98,7 @@ def test_strip_wall_at_any_depth() -> None:
 
 
 class RclPose2D:
-    _fields = {"x_m": "double", "y_m": "double", "yaw_rad": "double"}
+    _fields: ClassVar[dict[str, str]] = {"x_m": "double", "y_m": "double", "yaw_rad": "double"}
 
     def __init__(self, x_m: float = 0.0, y_m: float = 0.0, yaw_rad: float = 0.0) -> None:
         self.x_m, self.y_m, self.yaw_rad = x_m, y_m, yaw_rad

@@ -38,7 +38,9 @@ def test_perturbed_action_is_controller_at_that_step() -> None:
     for later in b[41:]:
         later["state"]["pose"]["x_m"] += 1e-3  # type: ignore[index]
     result = diff_steps(a, b)
-    assert (result.step, result.first, result.field, result.a, result.b) == (40, "controller", "action.steer_rad", 0.1, 0.1001)
+    assert (result.step, result.first, result.field, result.a, result.b) == (
+        40, "controller", "action.steer_rad", 0.1, 0.1001
+    )
     assert describe(result) == (
         "first difference at step 40: controller output differed first (action.steer_rad: 0.1 vs 0.1001)"
     )

@@ -55,7 +55,7 @@ def test_one_change_at_step_k_changes_k_and_after_not_before() -> None:
     changed[4]["state"]["speed_mps"] = 3.0000000001
     a, b = run(base), run(changed)
     assert a[:4] == b[:4]
-    assert all(x != y for x, y in zip(a[4:], b[4:]))
+    assert all(x != y for x, y in zip(a[4:], b[4:], strict=True))
 
 
 def test_wall_fields_never_enter_the_digest() -> None:

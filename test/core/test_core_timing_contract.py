@@ -154,7 +154,7 @@ def test_missing_is_reported_before_stale_of_a_later_camera() -> None:
 def test_extra_frames_ignored_only_when_stamped_now() -> None:
     c = contract()
     check_observation(c, 1, c.t_us(1), POSE, [FrameStamp("front", c.t_us(1), POSE)])
-    check_observation(c, 2, c.t_us(2), POSE, frames(c, 2) + [FrameStamp("rear", c.t_us(2), POSE)])
+    check_observation(c, 2, c.t_us(2), POSE, [*frames(c, 2), FrameStamp("rear", c.t_us(2), POSE)])
     with pytest.raises(StaleFrame):
         check_observation(c, 1, c.t_us(1), POSE, [FrameStamp("front", c.t_us(0), POSE)])
 

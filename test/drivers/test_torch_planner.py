@@ -135,7 +135,7 @@ def test_one_changed_pixel_changes_the_plan_and_tracking_uses_the_anchored_plan(
         results.append((planned, tracked))
     (plan_a, track_a), (plan_b, track_b) = results
     assert plan_a.trajectory != plan_b.trajectory
-    assert max(abs(p.y_m - q.y_m) for p, q in zip(plan_a.trajectory, plan_b.trajectory)) < 0.01
+    assert max(abs(p.y_m - q.y_m) for p, q in zip(plan_a.trajectory, plan_b.trajectory, strict=True)) < 0.01
     for planned, tracked in results:
         assert tracked.has_plan and tracked.plan_step == 0 and tracked.anchor == anchor
         assert tracked.trajectory == planned.trajectory
@@ -251,7 +251,7 @@ def test_from_params_builds_a_config_and_names_every_bad_field() -> None:
     assert problems["driver.samples"].expected == "a positive integer"
     assert "float32" in problems["driver.dtype"].expected
     assert all(p.source == "run.yaml" for p in problems.values())
-    with pytest.raises(ConfigError, match="driver.waypoints"):
+    with pytest.raises(ConfigError, match=r"driver\.waypoints"):
         TorchPlannerConfig(waypoints=True)
 
 

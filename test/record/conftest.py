@@ -175,8 +175,9 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
             speed += accel * dt
         refused = spec.refuse_at is not None
         status = _cls("simforge_ros/msg/RunStatus")(
-            run_id=spec.run_id, state="refused" if refused else "counted", code="participant_timeout" if refused else "",
-            step=end if refused else 0, detail="driver did not answer within 2 s" if refused else "", steps_done=end)
+            run_id=spec.run_id, state="refused" if refused else "counted",
+            code="participant_timeout" if refused else "", step=end if refused else 0,
+            detail="driver did not answer within 2 s" if refused else "", steps_done=end)
         rec.put(topics.STATUS, status, max(end, 0) * spec.decision_us)
     asm = rec.assembler
     with (run_dir / "steps.jsonl").open("w") as out:

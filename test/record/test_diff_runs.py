@@ -66,7 +66,11 @@ def test_different_lengths(make_run: MakeRun) -> None:
 
 @pytest.mark.parametrize(
     ("fields", "what"),
-    [({"scenario": "curvy_road"}, "scenario"), ({"latency_steps": 2}, "contract"), ({"decision_us": 100_000}, "contract")],
+    [
+        ({"scenario": "curvy_road"}, "scenario"),
+        ({"latency_steps": 2}, "contract"),
+        ({"decision_us": 100_000}, "contract"),
+    ],
 )
 def test_other_scenario_or_contract_is_refused_unless_forced(
     make_run: MakeRun, fields: dict[str, object], what: str, capsys: pytest.CaptureFixture[str]

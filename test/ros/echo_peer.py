@@ -8,12 +8,11 @@ import sys
 import time
 
 import rclpy
+import simforge_ros.msg as msgs
+import simforge_ros.srv as srvs
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-
-import simforge_ros.msg as msgs
-import simforge_ros.srv as srvs
 
 QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
 MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Pose2D", "RunStatus", "StepTiming",
@@ -31,7 +30,8 @@ def main() -> int:
         keep.append(node.create_subscription(cls, f"/rt/{name}", lambda m, p=pub: p.publish(m), QOS))
 
     def step(req, res):
-        res.ok, res.engine_t_us, res.state.step, res.frames = True, req.t_us, req.step, [msgs.FrameInfo(camera="c", t_us=req.t_us)]
+        res.ok, res.engine_t_us, res.state.step = True, req.t_us, req.step
+        res.frames = [msgs.FrameInfo(camera="c", t_us=req.t_us)]
         res.cameras, res.world_digest, res.pid, res.host = ["c"], f"d{req.applied.steer_rad}", 7, "h"
         return res
 

@@ -11,9 +11,10 @@ import pytest
 
 rclpy = pytest.importorskip("rclpy")
 
-import simforge_ros.msg as msgs  # noqa: E402
-import simforge_ros.srv as srvs  # noqa: E402
-from simforge_ros.core.canonical import to_plain  # noqa: E402
+import simforge_ros.msg as msgs
+import simforge_ros.srv as srvs
+
+from simforge_ros.core.canonical import to_plain
 
 MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Pose2D", "RunStatus", "StepTiming",
             "TrajectoryPoint", "VehicleState"]
@@ -26,7 +27,7 @@ def filled(cls, salt: int = 1):
         if kind.startswith("sequence<"):
             inner = kind[len("sequence<"):-1]
             if "/" in inner:
-                pkg, _, typ = inner.partition("/")
+                _pkg, _, typ = inner.partition("/")
                 item_cls = getattr(msgs, typ)
                 setattr(msg, name, [filled(item_cls, salt + 1), filled(item_cls, salt + 2)])
             elif inner == "string":
@@ -34,7 +35,7 @@ def filled(cls, salt: int = 1):
             else:
                 setattr(msg, name, [salt, salt + 1] if "int" in inner else [0.5 * salt, -1.25])
         elif "/" in kind:
-            pkg, _, typ = kind.partition("/")
+            _pkg, _, typ = kind.partition("/")
             setattr(msg, name, filled(getattr(msgs, typ), salt + 3))
         elif kind == "string":
             setattr(msg, name, f"{name}-{salt}")

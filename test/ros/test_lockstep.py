@@ -4,7 +4,6 @@ every named refusal firing at the right step (and not otherwise)."""
 from __future__ import annotations
 
 import pytest
-
 from runs import lockstep, manifest_of, processes_mentioning, simforge, steps_of
 
 pytestmark = pytest.mark.ros

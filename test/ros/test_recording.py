@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from runs import lockstep, manifest_of, simforge, steps_of
+
 from simforge_ros import topics
 from simforge_ros.record.bag import read_bag
 from simforge_ros.record.diff_runs import diff_runs

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from runs import lockstep, manifest_of, simforge, steps_of
+
 from simforge_ros.record.diff_runs import diff_runs
 
 pytestmark = pytest.mark.ros
