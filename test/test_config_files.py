@@ -1,0 +1,48 @@
+"""The shipped parameter file and launch file agree with the parameters the nodes declare."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.params import NODE_PARAMS, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_parameter_file_names_only_declared_parameters_with_their_types():
+    doc = yaml.safe_load((ROOT / "config" / "simforge.yaml").read_text())
+    assert set(doc) == set(NODE_PARAMS)
+    values = {node: body["ros__parameters"] for node, body in doc.items()}
+    checked = validate(values, "config/simforge.yaml")
+    for node, params in checked.items():
+        for name, value in params.items():
+            spec = next(s for s in NODE_PARAMS[node] if s.name == name)
+            if spec.default is not None:
+                assert value == spec.default, f"{node}.{name}: the file says {value!r}, the node {spec.default!r}"
+
+
+def test_a_wrong_parameter_is_reported_with_node_field_and_form():
+    with pytest.raises(ConfigError) as err:
+        validate({"clock_master": {"decision_us": "fast", "decison_us": 1}, "sim_bridge": {"cameras": "front"}}, "f.yaml")
+    text = str(err.value)
+    assert "f.yaml: clock_master.decision_us: expected a value of type int, got 'fast'" in text
+    assert "clock_master.decison_us" in text and "sim_bridge.cameras" in text
+    assert len(err.value.problems) == 3
+
+
+def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
+    source = (ROOT / "launch" / "simforge.launch.py").read_text()
+    tree = ast.parse(source)
+    executables = {
+        kw.value.value
+        for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
+        for kw in node.keywords if kw.arg == "executable"
+    }
+    assert executables == set(NODE_PARAMS)
+    for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file"):
+        assert f'"{arg}"' in source
