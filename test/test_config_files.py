@@ -28,7 +28,8 @@ def test_parameter_file_names_only_declared_parameters_with_their_types():
 
 def test_a_wrong_parameter_is_reported_with_node_field_and_form():
     with pytest.raises(ConfigError) as err:
-        validate({"clock_master": {"decision_us": "fast", "decison_us": 1}, "sim_bridge": {"cameras": "front"}}, "f.yaml")
+        bad = {"clock_master": {"decision_us": "fast", "decison_us": 1}, "sim_bridge": {"cameras": "front"}}
+        validate(bad, "f.yaml")
     text = str(err.value)
     assert "f.yaml: clock_master.decision_us: expected a value of type int, got 'fast'" in text
     assert "clock_master.decison_us" in text and "sim_bridge.cameras" in text
