@@ -32,6 +32,7 @@ LAYOUTS = ("processes", "single")
 SURROUND = ["front", "left", "rear", "right"]
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 _GRACE_S = 5.0
+_PROFILE = "fastdds_shm.xml"
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,10 @@ class RunResult:
     refusal: dict[str, Any] | None
     run_dir: str
     exit_code: int
+    wall: dict[str, Any] | None = None  # the clock master's loop timing summary (benchmarks)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "exit_code"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
 
 
 def new_run_id(scenario: str, seed: int, index: int) -> str:
@@ -84,7 +86,9 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
         fault = plan.first(kind)
         if spec.layout == "single" and fault is not None:
             # one process: a killed or hung node would take the clock master with it
-            raise ConfigError.single("--inject", fault.spec(), f"{kind}=NODE@K only with --layout processes", spec.layout)
+            raise ConfigError.single(
+                "--inject", fault.spec(), f"{kind}=NODE@K only with --layout processes", spec.layout
+            )
     params: dict[str, dict[str, Any]] = {
         "clock_master": {"seed": spec.seed, "steps": spec.steps, "latency_us": spec.latency_us,
                          "run_id": spec.run_id, "record": spec.record},
@@ -128,6 +132,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
         refusal=refusal,
         run_dir=str(spec.out_dir),
         exit_code=exit_code if status == "refused" else 0,
+        wall=outcome.get("wall"),
     )
 
 
@@ -151,10 +156,9 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
 
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
 
     from simforge_ros.nodes.clock_master import ClockMaster
-    from simforge_ros.nodes.common import spin_until
+    from simforge_ros.nodes.common import make_executor, spin_until
     from simforge_ros.nodes.driver import Driver
     from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.nodes.sim_bridge import SimBridge
@@ -164,7 +168,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     context = rclpy.Context()
     rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
     shells: list[Any] = []
-    executor = SingleThreadedExecutor(context=context)
+    executor = make_executor(context)
     try:
         try:
             recorder = Recorder(context) if spec.record else None
@@ -196,6 +200,11 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunR
     procs: dict[str, subprocess.Popen[bytes]] = {}
     handles = []
     order = [n for n in NODES if spec.record or n != "recorder"]
+    env = dict(lease.env)
+    profile = fastdds_profile()
+    user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
+    if profile is not None and not user_profile:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(profile)
     try:
         for node in order:
             log = (logs / f"{node}.log").open("wb")
@@ -203,7 +212,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunR
             procs[node] = subprocess.Popen(
                 [sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args",
                  "--params-file", str(params_file)],
-                env=dict(lease.env), cwd=str(spec.out_dir), stdout=log, stderr=subprocess.STDOUT,
+                env=env, cwd=str(spec.out_dir), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         clock = procs["clock_master"]
@@ -228,6 +237,20 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunR
         if line.startswith(OUTCOME_PREFIX):
             outcome = json.loads(line[len(OUTCOME_PREFIX):])
     return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+def fastdds_profile() -> Path | None:
+    """config/fastdds_shm.xml (source tree, or the install's share/simforge_ros/config).
+
+    Node processes get it unless the user named a Fast DDS profile: the default 512 KB
+    shared-memory segment is smaller than one step of the four-camera rig (about 700 KB).
+    """
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "config" / _PROFILE,
+                      Path(sys.prefix) / "share" / "simforge_ros" / "config" / _PROFILE):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:

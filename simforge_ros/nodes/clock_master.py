@@ -14,29 +14,54 @@ import json
 import signal
 import sys
 import time
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import rclpy
 from rclpy.client import Client
-from rclpy.executors import Executor, SingleThreadedExecutor
+from rclpy.executors import Executor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 
 from simforge_ros import topics
 from simforge_ros.core.errors import (
-    EXIT_COUNTED, EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, IncompleteRun, ParticipantLost,
-    ParticipantTimeout, Refusal, refusal_from_code,
+    EXIT_COUNTED,
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    Aborted,
+    ConfigError,
+    IncompleteRun,
+    ParticipantLost,
+    ParticipantTimeout,
+    Refusal,
+    refusal_from_code,
 )
 from simforge_ros.core.lockstep import (
-    BridgeObservation, DecideRequest, LoopConfig, LoopProgress, StepRequest, TimingRecord, run_lockstep,
+    BridgeObservation,
+    DecideRequest,
+    LoopConfig,
+    LoopProgress,
+    StepRequest,
+    TimingRecord,
+    run_lockstep,
 )
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
 from simforge_ros.msg import DriverAction, RunStatus, StepTiming
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
-    HOST, LATCHED_QOS, RECORD_QOS, declare_params, help_requested, period, process_alive, publish_node_params,
+    HOST,
+    LATCHED_QOS,
+    RECORD_QOS,
+    declare_params,
+    help_requested,
+    make_executor,
+    period,
+    process_alive,
+    publish_node_params,
+    spin_future,
 )
 from simforge_ros.srv import Decide, Finish, Step
 
@@ -65,6 +90,7 @@ class RunOutcome:
     refusal: Refusal | None
     steps_done: int
     chain_digest: str
+    wall: dict[str, Any] | None = None  # wall-clock summary of the loop (never hashed)
 
     @property
     def exit_code(self) -> int:
@@ -74,7 +100,25 @@ class RunOutcome:
         return {
             "status": self.status, "steps": self.steps_done, "chain_digest": self.chain_digest,
             "refusal": self.refusal.to_dict() if self.refusal is not None else None,
+            "wall": self.wall,
         }
+
+
+def wall_summary(cycles_ns: Sequence[int], finish_ns: int) -> dict[str, Any]:
+    """The loop's per-step wall times (each step's whole cycle), start-up excluded.
+
+    The first min(50, n // 10) steps are left out (scenario load, DDS discovery settling);
+    ``finish_ns`` is how long the recorder took to confirm the run after the last step.
+    """
+    skip = min(50, len(cycles_ns) // 10)
+    timed = sorted(cycles_ns[skip:])
+    out: dict[str, Any] = {"steps": len(cycles_ns), "skipped": skip, "timed": len(timed), "finish_ns": finish_ns}
+    if timed:
+        out.update(
+            total_ns=sum(timed), mean_ns=sum(timed) // len(timed), median_ns=timed[len(timed) // 2],
+            p99_ns=timed[min(len(timed) - 1, (len(timed) * 99) // 100)], max_ns=timed[-1],
+        )
+    return out
 
 
 class _Peer:
@@ -89,6 +133,23 @@ class _Peer:
         if self.pid is not None and self.host == HOST:
             return not process_alive(self.pid)
         return self.pid is not None and not self.client.service_is_ready()
+
+
+class _Messages:
+    """One message object per call and topic, refilled every step.
+
+    rclpy serialises a request in call_async and a message in publish, before they
+    return, and every field is set each time: building a fresh message a step (rclpy's
+    generated constructors are slow) bought nothing.
+    """
+
+    def __init__(self) -> None:
+        self.step = Step.Request()
+        self.decide = Decide.Request()
+        self.clock = Clock()
+        self.timing = StepTiming()
+        self.action = DriverAction()
+        self.applied = DriverAction()
 
 
 class ClockMaster:
@@ -127,6 +188,8 @@ class ClockMaster:
         self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
         self._executor: Executor | None = None
         self._step = -1
+        self._cycles_ns = array("q")  # wall_step_ns of every step, for the outcome's summary
+        self._msgs = _Messages()
         self.interrupted = False
 
     # -- participants over ROS -------------------------------------------------------------
@@ -135,7 +198,10 @@ class ClockMaster:
         assert self._executor is not None
         future = peer.client.call_async(request)
         deadline = time.monotonic() + timeout_s
-        while not future.done():
+        # The answer usually comes well within one poll interval: only when it has not is
+        # anything else looked at (interrupt, the peer's process in /proc, the deadline), so
+        # the hot path costs one spin and no system call.
+        while not spin_future(self._executor, future, _POLL_S):
             if self.interrupted:
                 future.cancel()
                 raise Aborted(step, "interrupted")
@@ -145,16 +211,13 @@ class ClockMaster:
             if time.monotonic() >= deadline:
                 future.cancel()
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
-            # spin_once, not spin_once_until_future_complete: the latter adds a done callback
-            # per call, and hundreds of them waking the executor made a run quadratic.
-            self._executor.spin_once(timeout_sec=_POLL_S)
-        response = future.result()
+        response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.pid, peer.host = response.pid, response.host
         return response
 
     def step(self, request: StepRequest) -> BridgeObservation:
-        msg = Step.Request()
+        msg = self._msgs.step  # every field is set below; call_async serialises at once
         msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us
         msg.seed, msg.reset = request.seed, request.reset
         convert.action_msg(request.applied, msg.applied)
@@ -171,7 +234,7 @@ class ClockMaster:
         )
 
     def decide(self, request: DecideRequest) -> Action:
-        msg = Decide.Request()
+        msg = self._msgs.decide
         msg.step, msg.t_us, msg.decision_us, msg.seed = request.step, request.t_us, request.decision_us, request.seed
         convert.state_msg(request.state, msg.state)
         msg.frames = convert.frame_msgs(request.frames)
@@ -182,15 +245,17 @@ class ClockMaster:
 
     # -- loop outputs ----------------------------------------------------------------------
     def clock(self, step: int, t_us: int) -> None:
-        msg = Clock()
+        msg = self._msgs.clock
         msg.clock.sec, msg.clock.nanosec = clock_stamp(t_us)
         self._clock_pub.publish(msg)
 
     def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None:
         del state  # the bridge publishes the state it observed
-        self._timing_pub.publish(convert.timing_msg(timing))
-        self._action_pub.publish(convert.action_msg(action))
-        self._applied_pub.publish(convert.action_msg(applied))
+        self._cycles_ns.append(timing.wall_step_ns)
+        msgs = self._msgs
+        self._timing_pub.publish(convert.timing_msg(timing, msgs.timing))
+        self._action_pub.publish(convert.action_msg(action, msgs.action))
+        self._applied_pub.publish(convert.action_msg(applied, msgs.applied))
 
     def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
         msg = RunStatus()
@@ -229,6 +294,7 @@ class ClockMaster:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
         chain = ""
+        finish_start = time.perf_counter_ns()
         if self.config.record:
             status = RunStatus()
             status.run_id = self.config.run_id
@@ -249,7 +315,8 @@ class ClockMaster:
                     refusal = err
         state = "refused" if refusal is not None else "counted"
         self._publish_status(state, progress.steps_done, refusal)
-        return RunOutcome(state, refusal, progress.steps_done, chain)
+        wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start)
+        return RunOutcome(state, refusal, progress.steps_done, chain, wall)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
-        executor = SingleThreadedExecutor()
+        executor = make_executor()
         executor.add_node(clock.node)
         outcome = clock.run(executor)
         # give the final status time to reach the participants before the node goes away

@@ -77,8 +77,8 @@ def action_value(msg: ActionMsg) -> Action:
     )
 
 
-def timing_msg(timing: TimingRecord) -> TimingMsg:
-    msg = TimingMsg()
+def timing_msg(timing: TimingRecord, msg: TimingMsg | None = None) -> TimingMsg:
+    msg = msg if msg is not None else TimingMsg()
     msg.step, msg.t_us, msg.engine_t_us = timing.step, timing.t_us, timing.engine_t_us
     msg.decision_us, msg.tick_us = timing.decision_us, timing.tick_us
     msg.ticks_per_step, msg.latency_steps = timing.ticks_per_step, timing.latency_steps

@@ -21,14 +21,21 @@ from sensor_msgs.msg import Image
 from simforge_ros import topics
 from simforge_ros.core.errors import MissingFrame, ParticipantError, Refusal, StaleFrame
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.core.units import clock_stamp
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.registry import make_policy
 from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
-    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, stall_forever, period, publish_node_params,
-    run_participant, watch_run_status,
+    HOST,
+    RECORD_QOS,
+    declare_params,
+    die_now,
+    jitter_sleep,
+    period,
+    publish_node_params,
+    run_participant,
+    stall_forever,
+    watch_run_status,
 )
 from simforge_ros.srv import Decide
 
@@ -67,7 +74,10 @@ class Driver:
             self.node, NAME, values, {"policy": self.policy.describe(), "faults": self._faults.specs()}
         )
         self._status_sub = watch_run_status(self.node, self._on_final)
-        self.node.create_service(Decide, topics.DECIDE_SERVICE, self._on_decide)
+        # A policy that never looks at a camera is served by a plain callback: a coroutine
+        # callback costs the executor a Task and its futures on every call, for nothing.
+        handler: Any = self._on_decide if cameras else self._on_decide_now
+        self.node.create_service(Decide, topics.DECIDE_SERVICE, handler)
 
     def _on_final(self, _status: Any) -> None:
         self.finished = True
@@ -86,56 +96,90 @@ class Driver:
         key = (camera, t_us)
         if key not in self._frames:
             waiter = self._waiting.setdefault(key, Future())
-            timer = self.node.create_timer(self._frame_timeout_s, lambda: waiter.done() or waiter.set_result(False))
+            def _expire() -> None:
+                if not waiter.done():
+                    waiter.set_result(False)
+
+            timer = self.node.create_timer(self._frame_timeout_s, _expire)
             try:
                 await waiter
             finally:
                 self.node.destroy_timer(timer)
             if key not in self._frames:
-                raise MissingFrame(step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s")
+                raise MissingFrame(
+                    step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s"
+                )
         return self._frames[key]
 
-    async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+    def _begin(self, request: Decide.Request, response: Decide.Response) -> None:
+        """What every Decide call does first: name this process, then injected faults."""
         response.pid, response.host = os.getpid(), HOST
         step = request.step
         if self._kill_step is not None and step == self._kill_step:
             die_now()
-        if self._stall_step is not None and request.step == self._stall_step:
+        if self._stall_step is not None and step == self._stall_step:
             stall_forever()
         jitter_sleep(self._jitter_rng, self._jitter_ms)
-        try:
-            action = await self._decide(request)
-        except Refusal as err:
-            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
-            return response
-        perturb = self._faults.at("perturb_action", step)
+
+    def _answer(self, request: Decide.Request, response: Decide.Response, action: Any) -> Decide.Response:
+        perturb = self._faults.at("perturb_action", request.step)
         if perturb is not None:
             action = replace(action, steer_rad=action.steer_rad + float(perturb.eps or 0.0))
         response.ok = True
         convert.action_msg(action, response.action)
         return response
 
-    async def _decide(self, request: Decide.Request) -> Any:
-        step, t_us = request.step, request.t_us
+    def _on_decide_now(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        """Decide for a policy without cameras (nothing to await)."""
+        self._begin(request, response)
+        try:
+            self._start(request)
+            for camera in self.policy.cameras_at(request.step):  # none, for such a policy
+                raise MissingFrame(request.step, f"{camera} frame asked for by a policy served without cameras")
+            action = self._policy_decide(request, {})
+        except Refusal as err:
+            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
+            return response
+        return self._answer(request, response, action)
+
+    async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        """Decide for a policy with cameras: its frames are awaited by their exact stamps."""
+        self._begin(request, response)
+        try:
+            self._start(request)
+            step, t_us = request.step, request.t_us
+            named = {f.camera: f for f in request.frames}
+            frames = {}
+            for camera in self.policy.cameras_at(step):
+                stamp = named.get(camera)
+                if stamp is None:
+                    raise MissingFrame(step, f"the observation names no {camera} frame for t={t_us} us")
+                if stamp.t_us != t_us:
+                    raise StaleFrame(step, f"{camera} frame is stamped {stamp.t_us} us, the step is at {t_us} us")
+                frames[camera] = await self._await_frame(camera, t_us, step)
+            action = self._policy_decide(request, frames)
+        except Refusal as err:
+            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
+            return response
+        return self._answer(request, response, action)
+
+    def _start(self, request: Decide.Request) -> None:
+        """Reset the policy at step 0 (or a new run key); refuse a run not starting at 0."""
+        step = request.step
         key = (request.seed, request.decision_us)
         if step == 0 or self._run_key != key:
             if step != 0:
                 raise ParticipantError(step, f"first decision at step {step}; a run starts at step 0")
             self.policy.reset(request.seed, request.decision_us)
             self._run_key = key  # frames of t(0) may have arrived already: keep them
-        named = {f.camera: f for f in request.frames}
-        frames = {}
-        for camera in self.policy.cameras_at(step):
-            stamp = named.get(camera)
-            if stamp is None:
-                raise MissingFrame(step, f"the observation names no {camera} frame for t={t_us} us")
-            if stamp.t_us != t_us:
-                raise StaleFrame(step, f"{camera} frame is stamped {stamp.t_us} us, the step is at {t_us} us")
-            frames[camera] = await self._await_frame(camera, t_us, step)
-        obs = Observation(step, t_us, request.decision_us, convert.state_value(request.state), frames)
+
+    def _policy_decide(self, request: Decide.Request, frames: dict[str, np.ndarray]) -> Any:
+        t_us = request.t_us
+        obs = Observation(request.step, t_us, request.decision_us, convert.state_value(request.state), frames)
         action = self.policy.decide(obs)
-        for old in [k for k in self._frames if k[1] < t_us]:
-            del self._frames[old]
+        if self._frames:
+            for old in [k for k in self._frames if k[1] < t_us]:
+                del self._frames[old]
         return action
 
 

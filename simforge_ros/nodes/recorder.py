@@ -2,10 +2,14 @@
 digests, and writes steps.jsonl and manifest.json into the run directory.
 
 Subscriptions are reliable with keep-all history (nothing may be dropped) and raw: the
-bytes go into the bag as they came, and are deserialised once with the bag's own
-typestore to feed the StepAssembler, exactly as `simforge verify` will from the bag.
-The run counts only if the clock master's Finish request says so and every step up to
-the expected count is complete in the record.
+bytes go into the bag as they came (written on a thread of their own), and are
+deserialised once with the bag's own typestore to feed the StepAssembler, exactly as
+`simforge verify` will from the bag; images are not deserialised: their stamp, size and
+pixels are read straight from the CDR bytes (record.fastcodec.image_view), and the
+pixels hashed without a copy. The run counts only if the clock master's Finish request
+says so and every step up to the expected count is complete in the record; Finish also
+gives late camera_info messages a moment, so the bag holds one for every image.
+Memory stays flat: each step record goes to steps.jsonl, only the latest is kept.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from array import array
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +34,23 @@ from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
-    LATCHED_QOS, RECORD_QOS, declare_params, die_now, publish_node_params, run_participant, stall_forever,
+    LATCHED_QOS,
+    RECORD_QOS,
+    declare_params,
+    die_now,
+    publish_node_params,
+    run_participant,
+    stall_forever,
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import BagWriter, typestore
+from simforge_ros.record.bag import BackgroundBagWriter, typestore
+from simforge_ros.record.fastcodec import image_view, plain
 from simforge_ros.record.manifest import build_manifest, write_json
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
+_INFO_GRACE_S = 1.0
 
 # topic -> (rclpy type, rosbags type name, assembler part or None)
 _RECORDS: dict[str, tuple[Any, str, str | None]] = {
@@ -76,10 +90,13 @@ class Recorder:
         self._kill_step = kill.step if kill is not None else None
         self._stall_step = stall.step if stall is not None else None
         self._store = typestore()
-        self._bag = BagWriter(self.out_dir / "bag", values["storage"])
+        self._bag = BackgroundBagWriter(self.out_dir / "bag", values["storage"])
         self._bag.open()
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
-        self.assembler = StepAssembler()
+        self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
+        self._step_ns = array("q")  # wall_step_ns per step, for the manifest
+        self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
+        self._infos_seen: Counter[str] = Counter()
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -93,11 +110,15 @@ class Recorder:
         for topic, (msg_type, type_name) in _LATCHED.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
         for camera in ALL_CAMERAS:
-            self._subs.append(self._subscribe(Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS))
-            self._subs.append(self._subscribe(CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", None, RECORD_QOS))
+            self._subs.append(self._subscribe(
+                Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS))
+            self._subs.append(self._subscribe(
+                CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", f"info:{camera}",
+                RECORD_QOS))
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
         # the service comes last: once the clock master sees it, every subscription exists
-        self.node.create_service(Finish, topics.FINISH_SERVICE, self._on_finish)
+        on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
+        self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
 
     def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
         def _cb(raw: bytes) -> None:
@@ -107,28 +128,48 @@ class Recorder:
     def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes) -> None:
         if self._written:
             return
-        msg = self._store.deserialize_cdr(raw, type_name)
-        t_ns = self._sim_time_ns(msg, type_name)
-        self._bag.write(topic, type_name, t_ns, raw)
         completed: list[dict[str, Any]] = []
-        if part is None:
-            self._side_record(type_name, msg)
-        elif part.startswith("frame:"):
+        side_done = False  # a camera_info: what a finishing run may be waiting for
+        camera = part[6:] if part is not None and part.startswith("frame:") else None
+        image = image_view(raw) if camera is not None else None
+        if image is not None and camera is not None:
+            # pixels are hashed straight from the received bytes: no deserialising, no copy
+            t_ns = self._note_time(image.sec * 1_000_000_000 + image.nanosec)
+            self._bag.write(topic, type_name, t_ns, raw)
+            self._images_seen[camera] += 1
             completed = self.assembler.add_frame(
-                part[6:], t_ns // 1000, msg.encoding, msg.width, msg.height, msg.step, msg.data
+                camera, t_ns // 1000, image.encoding, image.width, image.height, image.step, image.data
             )
         else:
-            plain = to_plain(msg)
-            assert isinstance(plain, dict)
-            if part == "timing" and plain["step"] == self._kill_step:
-                die_now()
-            if part == "timing" and plain["step"] == self._stall_step:
-                stall_forever()
-            completed = self.assembler.add(part, plain)
+            msg: Any = self._store.deserialize_cdr(raw, type_name)
+            t_ns = self._sim_time_ns(msg, type_name)
+            self._bag.write(topic, type_name, t_ns, raw)
+            if part is None:
+                self._side_record(type_name, msg)
+            elif part.startswith("info:"):
+                self._infos_seen[part[5:]] += 1
+                side_done = True
+            elif part.startswith("frame:"):
+                self._images_seen[part[6:]] += 1
+                completed = self.assembler.add_frame(
+                    part[6:], t_ns // 1000, msg.encoding, msg.width, msg.height, msg.step, msg.data
+                )
+            else:
+                value = plain(msg)
+                if part == "timing" and value["step"] == self._kill_step:
+                    die_now()
+                if part == "timing" and value["step"] == self._stall_step:
+                    stall_forever()
+                completed = self.assembler.add(part, value)
         for record in completed:
             self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")
-        if completed and self._progress is not None and not self._progress.done():
+            self._step_ns.append(record["wall"].get("wall_step_ns", 0))
+        if (completed or side_done) and self._progress is not None and not self._progress.done():
             self._progress.set_result(True)
+
+    def _note_time(self, t_ns: int) -> int:
+        self._last_t_ns = max(self._last_t_ns, t_ns)
+        return t_ns
 
     def _sim_time_ns(self, msg: Any, type_name: str) -> int:
         if hasattr(msg, "t_us"):
@@ -151,12 +192,31 @@ class Recorder:
             assert isinstance(contact, dict)
             self._contacts.append(contact)
 
+    def _infos_behind(self) -> bool:
+        return any(self._infos_seen[c] < n for c, n in self._images_seen.items())
+
+    def _poll_progress(self) -> None:
+        """Wake the Finish wait now and then, also when no step completes (deadline)."""
+        if self._progress is not None and not self._progress.done():
+            self._progress.set_result(False)
+
     async def _on_finish(self, request: Finish.Request, response: Finish.Response) -> Finish.Response:
         expected = int(request.expected_steps)
         deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
-        while self.assembler.steps_done < expected and time.monotonic() < deadline:
+        info_deadline: float | None = None
+        while time.monotonic() < deadline:
+            if self.assembler.steps_done < expected:
+                pass
+            elif self._infos_behind():
+                # camera_info is not part of a step record, but the bag must hold every
+                # one published with a recorded image: give the late ones a moment
+                info_deadline = info_deadline or time.monotonic() + _INFO_GRACE_S
+                if time.monotonic() >= info_deadline:
+                    break
+            else:
+                break
             self._progress = Future()
-            timer = self.node.create_timer(0.05, lambda: self._progress.done() or self._progress.set_result(False))
+            timer = self.node.create_timer(0.05, self._poll_progress)
             try:
                 await self._progress
             finally:
@@ -184,20 +244,21 @@ class Recorder:
         self._written = True
         self._steps_file.close()
         self._bag.close()
-        records = self.assembler.records
+        last = self.assembler.last_record
         manifest = build_manifest(
             run_id=run_id or self._values["run_id"],
             status="counted" if counted else "refused",
             refusal=refusal,
             expected_steps=expected,
-            records=records,
+            records=[last] if last is not None else [],
+            steps=self.assembler.steps_done,
             chain_digest=self.assembler.chain.hexdigest,
             frames_digest=self.assembler.frames_chain.hexdigest if self.assembler.frames_chain.steps else None,
             nodes=self._nodes,
             storage=self._values["storage"],
             contacts=self._contacts,
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
-                  "step_ns": [r["wall"].get("wall_step_ns", 0) for r in records]},
+                  "step_ns": self._step_ns.tolist()},
         )
         write_json(self.out_dir / "manifest.json", manifest)
 

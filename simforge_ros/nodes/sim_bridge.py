@@ -27,8 +27,16 @@ from simforge_ros.image_codec import numpy_to_imgmsg
 from simforge_ros.msg import ContactEvent, VehicleState
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
-    HOST, RECORD_QOS, declare_params, die_now, jitter_sleep, stall_forever, period, publish_node_params,
-    run_participant, watch_run_status,
+    HOST,
+    RECORD_QOS,
+    declare_params,
+    die_now,
+    jitter_sleep,
+    period,
+    publish_node_params,
+    run_participant,
+    stall_forever,
+    watch_run_status,
 )
 from simforge_ros.srv import Step
 
@@ -62,8 +70,14 @@ class SimBridge:
         self.finished = False
         self._state_pub = self.node.create_publisher(VehicleState, topics.STATE, RECORD_QOS)
         self._contact_pub = self.node.create_publisher(ContactEvent, topics.CONTACTS, RECORD_QOS)
-        self._image_pubs = {c: self.node.create_publisher(Image, topics.image_topic(c), RECORD_QOS) for c in self._cameras}
-        self._info_pubs = {c: self.node.create_publisher(CameraInfo, topics.camera_info_topic(c), RECORD_QOS) for c in self._cameras}
+        self._image_pubs = {
+            c: self.node.create_publisher(Image, topics.image_topic(c), RECORD_QOS) for c in self._cameras
+        }
+        self._info_pubs = {
+            c: self.node.create_publisher(CameraInfo, topics.camera_info_topic(c), RECORD_QOS) for c in self._cameras
+        }
+        self._images: dict[str, Image] = {}
+        self._infos: dict[str, CameraInfo] = {}
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": faults.specs()})
         self._status_sub = watch_run_status(self.node, self._on_final)
         self.node.create_service(Step, topics.STEP_SERVICE, self._on_step)
@@ -99,11 +113,17 @@ class SimBridge:
         for frame in frames:
             camera = frame.stamp.camera
             fsec, fnsec = clock_stamp(frame.stamp.t_us)
-            image = numpy_to_imgmsg(frame.pixels, "rgb8")
+            # one Image and one CameraInfo per camera, refilled: publish serialises at once
+            image = numpy_to_imgmsg(frame.pixels, "rgb8", self._images.get(camera))
+            self._images[camera] = image
             image.header.stamp.sec, image.header.stamp.nanosec = fsec, fnsec
             image.header.frame_id = camera
             self._image_pubs[camera].publish(image)
-            self._info_pubs[camera].publish(self._camera_info(camera, image))
+            info = self._infos.get(camera)
+            if info is None or (info.width, info.height) != (image.width, image.height):
+                info = self._infos[camera] = self._camera_info(camera, image)
+            info.header = image.header
+            self._info_pubs[camera].publish(info)
         for contact in convert.contact_msgs(observation.contacts):
             self._contact_pub.publish(contact)
         response.ok = True

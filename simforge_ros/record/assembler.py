@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simforge_ros.core.canonical import strip_wall
-from simforge_ros.core.digest import FramesChain, StepChain, frame_hash
+from simforge_ros.core.digest import frame_hash
+from simforge_ros.record.fastcodec import FramesRecordChain, RecordChain
 
 PARTS = ("timing", "action", "applied", "state")
 
@@ -26,19 +27,28 @@ class _Pending:
 
 
 class StepAssembler:
-    """Collects plain message values per step and emits chained step records in order."""
+    """Collects plain message values per step and emits chained step records in order.
 
-    def __init__(self) -> None:
-        self.chain = StepChain()
-        self.frames_chain = FramesChain()
+    The chains are core.digest's StepChain/FramesChain rule with the recorder's faster
+    encoding (record.fastcodec: the same bytes). ``keep_records=False`` (the recorder,
+    which writes each record out as it completes) keeps only the latest record, so memory
+    stays flat however long the run; ``records`` is then empty.
+    """
+
+    def __init__(self, keep_records: bool = True) -> None:
+        self.chain = RecordChain()
+        self.frames_chain = FramesRecordChain()
         self._pending: dict[int, _Pending] = {}
         self._frames: dict[tuple[str, int], str] = {}
         self._duplicates: list[str] = []
+        self._keep = keep_records
+        self._done = 0
         self.records: list[dict[str, Any]] = []
+        self.last_record: dict[str, Any] | None = None
 
     @property
     def steps_done(self) -> int:
-        return len(self.records)
+        return self._done
 
     def add(self, part: str, plain: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Add one timing/action/applied/state value (a plain dict with its ``step``);
@@ -93,7 +103,10 @@ class StepAssembler:
             "state": state,
             "wall": {k: v for k, v in timing.items() if k.startswith("wall_")},
         }
-        self.records.append(record)
+        if self._keep:
+            self.records.append(record)
+        self.last_record = record
+        self._done += 1
         return record
 
     def missing(self, expected_steps: int) -> list[str]:

@@ -9,7 +9,9 @@ so a digest recomputed from the bag follows exactly the path the recorder took.
 
 from __future__ import annotations
 
+import queue
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +96,104 @@ class BagWriter:
             conn = self._writer.add_connection(topic, msgtype, typestore=self._store)
             self._connections[topic] = conn
         self._writer.write(conn, t_ns, raw)
+
+
+class BackgroundBagWriter:
+    """A BagWriter fed from a thread of its own: the recorder hands over batches of
+    messages and goes on; the file writes (which release the GIL) overlap its work.
+
+    Messages keep their order (one FIFO, one writer thread). A batch is handed over once
+    it holds ``batch_bytes`` or ``batch_count`` messages; at most ``max_batches`` wait, after
+    which ``write`` blocks (memory stays bounded when the disk is slower than the run).
+    A write error is raised by the next ``write``/``flush``/``close``. The bag is opened,
+    written and closed on the writer thread (sqlite3 objects must stay on their thread).
+    """
+
+    def __init__(self, path: Path, storage: str = "mcap", batch_bytes: int = 1 << 18, batch_count: int = 64,
+                 max_batches: int = 16) -> None:
+        """Raises: BagError: unknown storage, or the path exists."""
+        self._bag = BagWriter(path, storage)
+        self._queue: queue.Queue[list[tuple[str, str, int, bytes | memoryview]] | None] = queue.Queue(max_batches)
+        self._batch: list[tuple[str, str, int, bytes | memoryview]] = []
+        self._batch_size = 0
+        self._limits = (batch_bytes, batch_count)
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._open = False
+
+    def __enter__(self) -> BackgroundBagWriter:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object | TracebackType) -> None:
+        self.close()
+
+    def open(self) -> None:
+        """Open the bag (on the writer thread). Raises: BagError: it cannot be opened."""
+        opened = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(opened,), name="bag-writer", daemon=True)
+        self._thread.start()
+        opened.wait()
+        if self._error is not None:
+            self._thread.join()
+            self._check()
+        self._open = True
+
+    def write(self, topic: str, msgtype: str, t_ns: int, raw: bytes | memoryview) -> None:
+        """Queue one serialised message (``raw`` must not change afterwards: bytes are safe)."""
+        self._check()
+        self._batch.append((topic, msgtype, t_ns, raw))
+        self._batch_size += len(raw)
+        if self._batch_size >= self._limits[0] or len(self._batch) >= self._limits[1]:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand the pending batch to the writer thread."""
+        self._check()
+        if self._batch:
+            self._queue.put(self._batch)
+            self._batch, self._batch_size = [], 0
+
+    def close(self) -> None:
+        """Write everything still pending and close the bag. Raises: BagError on a write error."""
+        if not self._open:
+            return
+        self._open = False
+        if self._batch and self._error is None:
+            self._queue.put(self._batch)
+        self._batch = []
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join()
+        self._check()
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise BagError(f"writing the bag failed: {type(self._error).__name__}: {self._error}") from self._error
+
+    def _run(self, opened: threading.Event) -> None:
+        try:
+            self._bag.open()
+        except BaseException as err:  # noqa: BLE001 - handed to the producer
+            self._error = err
+            return
+        finally:
+            opened.set()
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                break
+            if self._error is not None:
+                continue  # keep draining so that no producer blocks forever
+            try:
+                for item in batch:
+                    self._bag.write(*item)
+            except BaseException as err:  # noqa: BLE001 - handed to the producer
+                self._error = err
+        try:
+            self._bag.close()
+        except BaseException as err:  # noqa: BLE001 - handed to the producer
+            self._error = self._error or err
 
 
 @dataclass(frozen=True)

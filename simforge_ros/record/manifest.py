@@ -58,8 +58,13 @@ def build_manifest(
     storage: str,
     contacts: list[dict[str, Any]],
     wall: Mapping[str, Any],
+    steps: int | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a finished (or refused) run."""
+    """The manifest of a finished (or refused) run.
+
+    ``records`` are the step records in order, or only the latest one when ``steps``
+    (the number of recorded steps) is given: the recorder keeps no more than that.
+    """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
     backend = nodes.get("sim_bridge/backend", {}).get("params", {})
@@ -79,7 +84,7 @@ def build_manifest(
         "status": status,
         "refusal": dict(refusal) if refusal else None,
         "expected_steps": expected_steps,
-        "steps": len(records),
+        "steps": len(records) if steps is None else steps,
         "chain_digest": chain_digest,
         "frames_digest": frames_digest,
         "world_digest": last["timing"]["world_digest"] if last else None,

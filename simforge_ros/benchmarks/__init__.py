@@ -1,0 +1,1 @@
+"""Pieces of `simforge bench`: statistics, the transport floor, loop runs, hashing, engine."""

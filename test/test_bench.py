@@ -1,0 +1,161 @@
+"""`simforge bench`: its pure pieces (statistics, derived figures, table, JSON keys) and a
+few very small real measurements; the benchmark itself is too slow for the suite."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from simforge_ros import bench
+from simforge_ros.benchmarks import compute, loop
+from simforge_ros.benchmarks.stats import percentile, ratio, summary
+
+KEYS = {"floor_us", "steps_per_s", "ratio_processes", "hash_efficiency", "rss_growth", "camera_overhead",
+        "lost_messages"}
+
+
+def test_percentile_interpolates_between_ranks():
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile(list(map(float, range(101))), 99) == 99.0
+    assert percentile([5.0], 99) == 5.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+
+
+def test_summary_and_ratio():
+    s = summary([1.0, 2.0, 3.0, 10.0])
+    assert (s["n"], s["median"], s["min"], s["max"], s["mean"]) == (4, 2.5, 1.0, 10.0, 4.0)
+    assert summary([]) == {"n": 0}
+    assert ratio(3.0, 2.0) == 1.5
+    assert ratio(None, 2.0) is None and ratio(1.0, 0) is None
+
+
+def _loop_run(layout: str, cams: int, record: bool, median: float, **extra) -> dict:
+    return {"layout": layout, "cameras": ["c"] * cams, "record": record, "steps": 100, "status": "counted",
+            "per_step_us": {"median": median, "mean": median * 1.1, "p99": median * 2}, "finish_ms": 1.0,
+            "steps_per_s": 1e6 / (median * 1.1), **extra}
+
+
+def _synthetic() -> dict:
+    floor = {"service_us": {"median": 100.0, "p99": 300.0}, "topic_us": {"median": 90.0, "p99": 200.0}}
+    doc = {
+        "quick": True,
+        "machine": {"nproc": 2, "cpu_model": "test", "python": "3", "rclpy": "x"},
+        "transport": [dict(floor, where="two_processes", executor="events"),
+                      dict(floor, where="one_process", executor="events", service_us={"median": 40.0})],
+        "loop": [_loop_run("single", 0, True, 500.0, steps_incomplete=0, missing_messages={}),
+                 _loop_run("single", 0, False, 400.0),
+                 _loop_run("single", 4, True, 15000.0, steps_incomplete=0, missing_messages={"/clock": 2}),
+                 _loop_run("processes", 0, True, 300.0, steps_incomplete=1, missing_messages={})],
+        "baseline": {"no_cameras": {"per_step_us": {"median": 250.0}, "steps_per_s": 4000.0}},
+        "brackets": {"floor_processes": [floor, dict(floor, service_us={"median": 140.0})],
+                     "four_cameras_single": [{"per_step_us": {"median": 11000.0}},
+                                             {"per_step_us": {"median": 13000.0}}]},
+        "hashing": {"four_cameras": {"efficiency": 0.9}},
+        "memory": {"steps_early": 10, "steps_late": 100, "hwm_growth_by_node": {"recorder": 1.02, "driver": 1.0},
+                   "rss_kb": {"at_checkpoint": {"recorder": {"VmHWM": 100}}, "at_end": {"recorder": {"VmHWM": 102}}},
+                   "run": {"record": True, "steps_incomplete": 0, "missing_messages": {}}},
+    }
+    doc.update(bench.derive(doc))
+    return doc
+
+
+def test_derived_figures_follow_their_definitions():
+    doc = _synthetic()
+    assert set(doc) >= KEYS
+    assert doc["floor_us"] == 120.0  # the mean of the floors around the processes run
+    assert doc["ratio_processes"] == pytest.approx(300.0 / (2 * 120.0))
+    assert doc["ratio_single"] == pytest.approx(500.0 / (2 * 40.0))
+    assert doc["steps_per_s"]["single"] == pytest.approx(1e6 / 550.0)
+    assert doc["steps_per_s"]["processes"] == pytest.approx(1e6 / 330.0)
+    assert doc["camera_overhead"] == pytest.approx(15000.0 / 12000.0)  # over the mean around the run
+    assert doc["camera_overhead_processes"] is None  # not measured in this document
+    assert doc["hash_efficiency"] == 0.9
+    assert doc["rss_growth"] == 1.02
+    assert doc["lost_messages"] == 3  # one incomplete step + two missing /clock messages
+
+
+def test_table_and_json_of_a_document():
+    doc = _synthetic()
+    text = bench.table(doc)
+    for key in ("ratio_processes", "steps_per_s.single", "camera_overhead", "hash_efficiency", "lost_messages",
+                "rss_growth", "two_processes", "recorder"):
+        assert key in text
+    assert json.loads(json.dumps(doc, default=str))["lost_messages"] == 3
+
+
+def test_the_median_of_repeated_runs_is_reported_and_a_failure_always():
+    runs = [_loop_run("single", 0, True, m) for m in (500.0, 300.0, 900.0)]
+    assert bench.median_run(runs)["per_step_us"]["median"] == 500.0
+    assert bench.median_run(runs[:2])["per_step_us"]["median"] == 300.0
+    failed = dict(runs[2], status="refused")
+    assert bench.median_run([runs[0], failed, runs[1]]) is failed
+    with pytest.raises(ValueError):
+        bench.median_run([])
+
+
+def test_quick_plan_is_smaller_and_keeps_its_ratios():
+    quick, full = bench.Plan.make(True), bench.Plan.make(False)
+    assert quick.rss_late < full.rss_late and quick.loop_steps < full.loop_steps
+    assert quick.rss_late / quick.rss_early == 10 and full.rss_late / full.rss_early == 20
+
+
+def test_lost_messages_and_rss_growth_helpers():
+    cams = ("front",)
+    counts = {"/clock": 10, "/simforge/timing": 10, "/simforge/action": 10, "/simforge/applied_action": 10,
+              "/simforge/state": 9, "/simforge/camera/front/image_raw": 10, "/simforge/camera/front/camera_info": 10}
+    assert loop.lost_messages(counts, 10, cams) == {"/simforge/state": 1}
+    assert loop.lost_messages(counts, 10, ()) == {"/simforge/state": 1}
+    growth = loop.rss_growth({"at_checkpoint": {"a": {"VmHWM": 100}}, "at_end": {"a": {"VmHWM": 150},
+                                                                                 "b": {"VmHWM": 9}}})
+    assert growth == {"a": 1.5}
+    own = loop.read_status(os.getpid())
+    assert own is not None and own["VmHWM"] >= own["VmRSS"] > 0
+    assert loop.read_status(2**22 + 12345) is None
+
+
+def test_small_real_measurements_have_their_keys():
+    engine = compute.engine_speed(5, ("front",))
+    assert engine["ticks_per_s"] > 0 and engine["render_ms_per_frame"]["n"] >= 5
+    direct = compute.direct_loop(12, ())
+    assert direct["per_step_us"]["n"] > 0 and len(direct["chain_digest"]) == 64
+    hashing = compute.hashing_speed(compute.realistic_records(3, ("front",)), repeat=1)
+    assert hashing["records"] == 3 and hashing["frames_per_record"] == 1
+    assert 0 < hashing["efficiency"] <= 1.5
+
+
+@pytest.mark.ros
+def test_direct_loop_hashes_what_a_ros_run_records(tmp_path):
+    """The no-ROS baseline chains the same step records as a recorded run (same digest)."""
+    from simforge_ros.runner import RunSpec, run
+
+    spec = RunSpec(scenario="right_turn", out_dir=tmp_path / "r", run_id="r", steps=8, layout="single",
+                   sets={"sim_bridge": {"cameras": []}})
+    result = run(spec)
+    assert result.status == "counted", result.refusal
+    assert compute.direct_loop(8, ())["chain_digest"] == result.chain_digest
+    assert result.wall is not None and result.wall["steps"] == 8
+    assert "wall" not in result.to_dict()
+
+
+@pytest.mark.ros
+def test_transport_floor_cell_on_a_tiny_sample(ros_lease):
+    from simforge_ros.benchmarks.transport import measure
+
+    result = measure(ros_lease, "one_process", "events", 20, warmup=5)
+    assert result.service_us["n"] == 20 and result.topic_us["n"] == 20
+    assert 0 < result.service_us["median"] < 1e6
+
+
+def test_wall_summary_leaves_start_up_out():
+    from simforge_ros.nodes.clock_master import wall_summary
+
+    out = wall_summary([10_000_000] * 10 + [100] * 90, 5)
+    assert (out["steps"], out["skipped"], out["timed"], out["finish_ns"]) == (100, 10, 90, 5)
+    assert out["median_ns"] == out["mean_ns"] == 100 and out["total_ns"] == 9000
+    assert wall_summary([], 0)["timed"] == 0
