@@ -51,8 +51,11 @@ class Engine:
     """One deterministic run of one scenario: advance in ticks, observe, render."""
 
     def __init__(
-        self, scenario: Scenario, seed: int, tick_us: int = 20_000, width: int = 320, height: int = 180
+        self, scenario: Scenario, seed: int, tick_us: int = 20_000, width: int = 320, height: int = 180,
+        *, keep_history: bool = False,
     ) -> None:
+        """``keep_history`` keeps every tick's digest (tests compare them tick by tick); a
+        long run does without, so its memory stays flat."""
         if isinstance(tick_us, bool) or not isinstance(tick_us, int) or tick_us <= 0:
             raise ValueError(f"tick_us must be a positive integer, got {tick_us!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
@@ -78,7 +81,7 @@ class Engine:
         self._tracker = ContactTracker()
         self._contacts: list[ContactEvent] = []
         self._digest = root_digest(scenario.source_bytes, seed)
-        self._history: list[str] = []
+        self._history: list[str] | None = [] if keep_history else None
         self._renderer: Renderer | None = None
         self._actor_poses: list[Pose2D] = []
         self._contacts.extend(self._observe())
@@ -172,7 +175,8 @@ class Engine:
         events = self._tracker.update(self._tick, t, ego_body, bodies)
         codes = [STATE_CODES[signal_state(s, t)] for s in self.scenario.signals]
         self._digest = chain(self._digest, encode_state(self._tick, t, e, self._actor_poses, codes))
-        self._history.append(self._digest.hex())
+        if self._history is not None:
+            self._history.append(self._digest.hex())
         return events
 
     # ---- observation ------------------------------------------------------------------------
@@ -212,7 +216,13 @@ class Engine:
 
     @property
     def digest_history(self) -> tuple[str, ...]:
-        """Hex digest at every tick so far; index = tick."""
+        """Hex digest at every tick so far; index = tick.
+
+        Raises:
+            RuntimeError: the engine was made without ``keep_history``.
+        """
+        if self._history is None:
+            raise RuntimeError("digest_history needs Engine(..., keep_history=True)")
         return tuple(self._history)
 
     # ---- cameras ----------------------------------------------------------------------------

@@ -65,7 +65,7 @@ def _drive(
     scenario: Scenario, seed: int = 0, ticks_per_step: int = 5
 ) -> tuple[Engine, list[tuple[float, float]]]:
     """Run the RouteFollower in lockstep over the full duration; the engine and the controls."""
-    engine = Engine(scenario, seed)
+    engine = Engine(scenario, seed, keep_history=True)
     policy = RouteFollower(scenario)
     policy.reset(seed, DECISION_US)
     controls: list[tuple[float, float]] = []

@@ -17,7 +17,7 @@ SEEDS = ("right_turn", "unprotected_left", "red_signal", "handover_parked")
 def test_same_controls_same_digest_every_tick(name, drive):
     scenario = load_scenario(name)
     first, controls = drive(scenario)
-    second = Engine(scenario, 0)
+    second = Engine(scenario, 0, keep_history=True)
     for steer, accel in controls:
         second.advance(steer, accel, 5)
     assert second.tick == first.tick == len(controls) * 5
@@ -32,14 +32,14 @@ def test_digest_starts_from_scenario_bytes_and_seed():
     scenario = load_scenario("red_signal")
     root = hashlib.sha256(scenario.source_bytes + struct.pack(">Q", 7)).digest()
     assert hashlib.sha256(scenario.path.read_bytes()).hexdigest() == scenario.source_sha256
-    a, b = Engine(scenario, 7), Engine(scenario, 8)
+    a, b = Engine(scenario, 7, keep_history=True), Engine(scenario, 8, keep_history=True)
     assert a.world_digest != b.world_digest
     assert a.digest_history[0] == a.world_digest
     assert a.world_digest != root.hex()
 
 
 def _per_tick(scenario, controls, tweak_tick=None, which=None):
-    engine = Engine(scenario, 0)
+    engine = Engine(scenario, 0, keep_history=True)
     tick = 0
     for steer, accel in controls:
         for _ in range(5):
@@ -69,8 +69,8 @@ def test_one_ulp_changes_digest_from_that_tick_on(which, drive):
 def test_held_command_equals_single_ticks(drive):
     scenario = load_scenario("unprotected_left")
     _, controls = drive(scenario)
-    held = Engine(scenario, 0)
-    single = Engine(scenario, 0)
+    held = Engine(scenario, 0, keep_history=True)
+    single = Engine(scenario, 0, keep_history=True)
     for steer, accel in controls[:80]:
         held.advance(steer, accel, 5)
         for _ in range(5):
@@ -94,26 +94,26 @@ def test_time_is_tick_times_tick_us():
 
 def test_ego_state_and_limits():
     scenario = load_scenario("red_signal")
-    engine = Engine(scenario, 0)
+    engine = Engine(scenario, 0, keep_history=True)
     engine.advance(10.0, -100.0, 500)  # far past every limit
     state = engine.ego_state(17)
     p = scenario.ego.vehicle
     assert state.step == 17 and state.t_us == engine.t_us
     assert state.speed_mps == 0.0  # never reverses
     assert abs(state.steer_rad) <= p.max_steer_rad
-    engine2 = Engine(scenario, 0)
+    engine2 = Engine(scenario, 0, keep_history=True)
     engine2.advance(10.0, 0.0, 1)
     assert engine2.ego_state(0).steer_rad == pytest.approx(p.max_steer_rate_radps * 0.02)
 
 
 def test_perturb_ego_shifts_x():
     scenario = load_scenario("red_signal")
-    engine = Engine(scenario, 0)
+    engine = Engine(scenario, 0, keep_history=True)
     x0 = engine.ego_state(0).pose.x_m
     before = engine.world_digest
     engine.perturb_ego(0.5)
     assert engine.ego_state(0).pose.x_m == x0 + 0.5
-    other = Engine(scenario, 0)
+    other = Engine(scenario, 0, keep_history=True)
     engine.advance(0.0, 0.0, 1)
     other.advance(0.0, 0.0, 1)
     assert engine.digest_history[0] == before == other.digest_history[0]
