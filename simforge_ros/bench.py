@@ -328,8 +328,7 @@ def table(doc: dict[str, Any]) -> str:
         h = hashing.get(key) or {}
         lines.append(f"  hashing, {key.replace('_', ' ')}: recorder {_fmt(h.get('recorder_mb_per_s'))} MB/s vs hashlib "
                      f"{_fmt(h.get('hashlib_mb_per_s'))} MB/s = {_fmt(h.get('efficiency'), 3)} "
-                     f"(core.digest chains: {_fmt(h.get('core_efficiency'), 3)}; "
-                     f"{_fmt(h.get('bytes_per_record'), 0)} B/record)")
+                     f"({_fmt(h.get('bytes_per_record'), 0)} B/record)")
     mem = doc.get("memory") or {}
     rss = mem.get("rss_kb") or {}
     lines += ["", f"memory (processes layout, no cameras): VmHWM kB after {mem.get('steps_early')} -> "

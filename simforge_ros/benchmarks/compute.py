@@ -142,18 +142,14 @@ def hashing_speed(records: list[dict[str, Any]], repeat: int = 7) -> dict[str, A
     """The recorder's hashing (frame_hash per frame, the step chain and the frames chain per
     step) against plain hashlib.sha256 over the same bytes; best of ``repeat`` interleaved passes.
 
-    ``efficiency`` is the recorder's own path (record.fastcodec's RecordChain and
-    FramesRecordChain, as StepAssembler uses them); ``core_efficiency`` the reference
-    core.digest StepChain/FramesChain over the same records (same digests, checked).
+    ``efficiency`` is the recorder's own path: core.digest's StepChain and FramesChain,
+    as StepAssembler uses them.
     """
     from simforge_ros.core.digest import FramesChain, StepChain, frame_hash, frame_header, step_record_bytes
-    from simforge_ros.record.fastcodec import FramesRecordChain, RecordChain
 
-    digests: dict[str, str] = {}
-
-    def chain_pass(kind: str) -> int:
-        chain: Any = RecordChain() if kind == "recorder" else StepChain()
-        frames_chain: Any = FramesRecordChain() if kind == "recorder" else FramesChain()
+    def chain_pass() -> int:
+        chain = StepChain()
+        frames_chain = FramesChain()
         t0 = time.perf_counter_ns()
         for r in records:
             hashes = {}
@@ -163,9 +159,7 @@ def hashing_speed(records: list[dict[str, Any]], repeat: int = 7) -> dict[str, A
             chain.add(r["step"], r["timing"], r["action"], r["applied"], r["state"])
             if hashes:
                 frames_chain.add(r["step"], hashes)
-        elapsed = time.perf_counter_ns() - t0
-        digests[kind] = chain.hexdigest + frames_chain.hexdigest
-        return elapsed
+        return time.perf_counter_ns() - t0
 
     blocks: list[list[Any]] = []
     payload = 0
@@ -186,14 +180,11 @@ def hashing_speed(records: list[dict[str, Any]], repeat: int = 7) -> dict[str, A
         return time.perf_counter_ns() - t0
 
     # interleaved, best of ``repeat`` each: this machine's speed drifts between passes
-    rec_times, core_times, raw_times = [], [], []
+    rec_times, raw_times = [], []
     for _ in range(repeat):
-        rec_times.append(chain_pass("recorder"))
+        rec_times.append(chain_pass())
         raw_times.append(hashlib_pass())
-        core_times.append(chain_pass("core"))
-    rec_ns, core_ns, raw_ns = min(rec_times), min(core_times), min(raw_times)
-    if digests["recorder"] != digests["core"]:
-        raise AssertionError("the recorder's chains disagree with core.digest")
+    rec_ns, raw_ns = min(rec_times), min(raw_times)
     n = len(records)
     return {
         "records": n,
@@ -204,6 +195,4 @@ def hashing_speed(records: list[dict[str, Any]], repeat: int = 7) -> dict[str, A
         "recorder_mb_per_s": payload / rec_ns * 1000.0,
         "hashlib_mb_per_s": payload / raw_ns * 1000.0,
         "efficiency": raw_ns / rec_ns,
-        "core_us_per_record": core_ns / n / 1000.0,
-        "core_efficiency": raw_ns / core_ns,
     }

@@ -92,13 +92,75 @@ class _HashSink:
 def encode(value: object) -> bytes:
     """The canonical bytes of a plain value (MAGIC first).
 
+    Built-in plain types (dict, list, tuple, str, int, float, bool, None, bytes) take a
+    fast path that joins pre-encoded chunks; anything else (numpy, array.array, mapping
+    subclasses, memoryview, ...) is written by the general walker that ``feed`` uses.
+    Both write the format documented above; tests hold them to the same bytes.
+
     Raises:
         TypeError: the value (or something inside it) has no canonical encoding.
     """
+    out = [MAGIC]
+    _fast_walk(value, out)
+    return b"".join(out)
+
+
+def encode_general(value: object) -> bytes:
+    """``encode`` through the general walker only (the reference the fast path is held to)."""
     sink = _BufferSink()
     sink.write(MAGIC)
     _walk(value, sink)
     return bytes(sink.buf)
+
+
+_KEYS: dict[str, bytes] = {}  # encoded mapping keys: field names, a small fixed set
+_KEYS_MAX = 4096
+
+
+def _key(key: object) -> bytes:
+    cached = _KEYS.get(key) if type(key) is str else None
+    if cached is not None:
+        return cached
+    if not isinstance(key, str):
+        raise TypeError(f"canonical mappings need str keys, got {key!r}")
+    raw = key.encode("utf-8")
+    chunk = b"S" + _Q.pack(len(raw)) + raw
+    if type(key) is str and len(_KEYS) < _KEYS_MAX:
+        _KEYS[key] = chunk
+    return chunk
+
+
+def _fast_walk(value: Any, out: list[bytes]) -> None:
+    put = out.append
+    t = type(value)
+    if t is dict:
+        put(b"M" + _Q.pack(len(value)))
+        for key in sorted(value):  # mixed key types fail here; non-str keys in _key
+            put(_KEYS.get(key) or _key(key))
+            _fast_walk(value[key], out)
+    elif t is float:
+        put(b"D" + _D.pack(value))
+    elif t is int:
+        raw = value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+        put(b"I" + _Q.pack(len(raw)) + raw)
+    elif t is str:
+        raw = value.encode("utf-8")
+        put(b"S" + _Q.pack(len(raw)) + raw)
+    elif t is list or t is tuple:
+        put(b"L" + _Q.pack(len(value)))
+        for item in value:
+            _fast_walk(item, out)
+    elif t is bool:
+        put(b"T" if value else b"F")
+    elif value is None:
+        put(b"N")
+    elif t is bytes:
+        put(b"B" + _Q.pack(len(value)))
+        put(value)
+    else:
+        sink = _BufferSink()
+        _walk(value, sink)
+        put(bytes(sink.buf))
 
 
 def feed(hasher: Hasher, value: object) -> None:
@@ -213,6 +275,9 @@ def to_plain(msg: object) -> object:
     Raises:
         TypeError: something has no plain form (or a mapping has a non-str key).
     """
+    spec = _ROSBAGS_FIELDS.get(type(msg))
+    if spec is not None:
+        return _rosbags_to_plain(msg, spec)
     if msg is None or isinstance(msg, (bool, str)):
         return msg
     if isinstance(msg, int):
@@ -273,8 +338,34 @@ def _as_bytes(val: object) -> bytes:
     return bytes(byte_view(val))
 
 
+# rosbags message class -> (field name, annotated float) of its fields, in order. The
+# recorder flattens four rosbags messages a step; dataclasses.fields() each time cost more
+# than the rest of its work.
+_ROSBAGS_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _rosbags_to_plain(msg: Any, spec: tuple[tuple[str, bool], ...]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, is_float in spec:
+        value = getattr(msg, name)
+        t = type(value)
+        if t is int:
+            out[name] = float(value) if is_float else value
+        elif t is float or t is str or t is bool:
+            out[name] = value
+        else:
+            out[name] = to_plain(value)
+    return out
+
+
 def _dataclass_to_plain(msg: object) -> dict[str, object]:
     is_rosbags = hasattr(type(msg), "__msgtype__")
+    if is_rosbags and type(msg) not in _ROSBAGS_FIELDS:
+        _ROSBAGS_FIELDS[type(msg)] = tuple(
+            (f.name, f.type in ("float", float))
+            for f in dataclasses.fields(msg)  # type: ignore[arg-type]
+            if not f.name.startswith("__") and f.name != _ROSBAGS_EMPTY_FIELD
+        )
     out: dict[str, object] = {}
     for f in dataclasses.fields(msg):  # type: ignore[arg-type]
         name = f.name

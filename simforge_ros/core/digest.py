@@ -28,16 +28,22 @@ def step_record(
     Raises:
         TypeError: a part has no plain form.
     """
-    timing_plain = to_plain(timing)
+    timing_plain = _plain(timing)
     if not isinstance(timing_plain, dict):
         raise TypeError(f"timing must be a mapping or message, got {type(timing).__name__}")
     return {
         "step": step,
         "timing": strip_wall(timing_plain),
-        "action": to_plain(action),
-        "applied": to_plain(applied),
-        "state": to_plain(state),
+        "action": _plain(action),
+        "applied": _plain(applied),
+        "state": _plain(state),
     }
+
+
+def _plain(part: object) -> object:
+    """A part as a plain value; a plain dict (what the recorder holds) is used as it is:
+    ``encode`` writes anything inside it exactly as it would write its plain form."""
+    return part if type(part) is dict else to_plain(part)
 
 
 def step_record_bytes(

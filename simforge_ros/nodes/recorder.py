@@ -5,7 +5,7 @@ Subscriptions are reliable with keep-all history (nothing may be dropped) and ra
 bytes go into the bag as they came (written on a thread of their own), and are
 deserialised once with the bag's own typestore to feed the StepAssembler, exactly as
 `simforge verify` will from the bag; images are not deserialised: their stamp, size and
-pixels are read straight from the CDR bytes (record.fastcodec.image_view), and the
+pixels are read straight from the CDR bytes (record.image_cdr.image_view), and the
 pixels hashed without a copy. The run counts only if the clock master's Finish request
 says so and every step up to the expected count is complete in the record; Finish also
 gives late camera_info messages a moment, so the bag holds one for every image.
@@ -20,7 +20,7 @@ import time
 from array import array
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rclpy.node import Node
 from rclpy.task import Future
@@ -45,7 +45,7 @@ from simforge_ros.nodes.common import (
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BackgroundBagWriter, typestore
-from simforge_ros.record.fastcodec import image_view, plain
+from simforge_ros.record.image_cdr import image_view
 from simforge_ros.record.manifest import build_manifest, write_json
 from simforge_ros.srv import Finish
 
@@ -155,7 +155,7 @@ class Recorder:
                     part[6:], t_ns // 1000, msg.encoding, msg.width, msg.height, msg.step, msg.data
                 )
             else:
-                value = plain(msg)
+                value = cast("dict[str, Any]", to_plain(msg))  # a message flattens to a dict
                 if part == "timing" and value["step"] == self._kill_step:
                     die_now()
                 if part == "timing" and value["step"] == self._stall_step:

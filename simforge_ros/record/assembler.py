@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simforge_ros.core.canonical import strip_wall
-from simforge_ros.core.digest import frame_hash
-from simforge_ros.record.fastcodec import FramesRecordChain, RecordChain
+from simforge_ros.core.digest import FramesChain, StepChain, frame_hash
 
 PARTS = ("timing", "action", "applied", "state")
 
@@ -29,15 +28,14 @@ class _Pending:
 class StepAssembler:
     """Collects plain message values per step and emits chained step records in order.
 
-    The chains are core.digest's StepChain/FramesChain rule with the recorder's faster
-    encoding (record.fastcodec: the same bytes). ``keep_records=False`` (the recorder,
+    The chains are core.digest's StepChain and FramesChain. ``keep_records=False`` (the recorder,
     which writes each record out as it completes) keeps only the latest record, so memory
     stays flat however long the run; ``records`` is then empty.
     """
 
     def __init__(self, keep_records: bool = True) -> None:
-        self.chain = RecordChain()
-        self.frames_chain = FramesRecordChain()
+        self.chain = StepChain()
+        self.frames_chain = FramesChain()
         self._pending: dict[int, _Pending] = {}
         self._frames: dict[tuple[str, int], str] = {}
         self._duplicates: list[str] = []

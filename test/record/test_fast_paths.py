@@ -1,6 +1,6 @@
-"""The recorder's fast path gives exactly the reference values and bytes (core.canonical,
-core.digest), reads Image headers straight from CDR, and its background bag writer keeps
-every message in order."""
+"""The fast paths of core.canonical give exactly the bytes and values of its general
+walker, the recorder reads Image headers straight from CDR as rosbags does, and its
+background bag writer keeps every message in order."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simforge_ros.core.canonical import encode, to_plain
-from simforge_ros.core.digest import FramesChain, StepChain, step_record_bytes
+from simforge_ros.core import canonical
+from simforge_ros.core.canonical import encode, encode_general, to_plain
+from simforge_ros.core.digest import step_record, step_record_bytes
 from simforge_ros.core.values import Action, Pose2D, VehicleState
-from simforge_ros.record import fastcodec
 from simforge_ros.record.bag import BackgroundBagWriter, BagError, read_bag, typestore
+from simforge_ros.record.image_cdr import image_view
 
 
 class _Code(enum.IntEnum):
@@ -33,12 +34,12 @@ PLAIN_VALUES = [
 
 
 @pytest.mark.parametrize("value", PLAIN_VALUES, ids=lambda v: type(v).__name__)
-def test_encode_plain_is_the_reference_encoding(value):
-    assert fastcodec.encode_plain(value) == encode(value)
+def test_fast_encode_is_the_general_encoding(value):
+    assert encode(value) == encode_general(value)
 
 
 def test_nan_keeps_its_bytes():
-    assert fastcodec.encode_plain([math.nan]) == encode([math.nan])
+    assert encode([math.nan]) == encode_general([math.nan])
 
 
 @pytest.mark.parametrize("bad", [{1: "x"}, {"a": 1, 2: "b"}, {"a": object()}, [set()]])
@@ -46,7 +47,7 @@ def test_values_without_an_encoding_are_refused_like_the_reference(bad):
     with pytest.raises(TypeError):
         encode(bad)
     with pytest.raises(TypeError):
-        fastcodec.encode_plain(bad)
+        encode_general(bad)
 
 
 def _timing(k: int) -> dict:
@@ -65,37 +66,19 @@ def _parts(k: int) -> tuple:
     return _timing(k), action, action, state
 
 
-def test_step_record_bytes_equal_the_reference_and_drop_wall_fields():
+def test_step_record_bytes_drop_wall_fields_at_any_depth():
     timing, action, applied, state = _parts(3)
-    assert fastcodec.step_record_bytes(3, timing, action, applied, state) == step_record_bytes(
-        3, timing, action, applied, state)
+    reference = encode_general(step_record(3, to_plain(timing), action, applied, state))
+    assert step_record_bytes(3, timing, action, applied, state) == reference
     other = dict(timing, wall_step_ns=1, frames=[dict(timing["frames"][0], wall_nested_ns=9)])
-    assert fastcodec.step_record_bytes(3, other, action, applied, state) == fastcodec.step_record_bytes(
-        3, timing, action, applied, state)
+    assert step_record_bytes(3, other, action, applied, state) == reference
 
 
-def test_step_record_bytes_accept_value_objects_like_the_reference():
+def test_step_record_bytes_of_value_objects_equal_those_of_their_plain_form():
     action = Action(1, 1, 100_000, 0.2, 0.0, False, 0, Pose2D(0.0, 0.0, 0.0), ())
     state = VehicleState(1, 100_000, Pose2D(1.0, 2.0, 0.3), 5, 0.1, -0.2)  # an int speed becomes a float
-    assert fastcodec.step_record_bytes(1, _timing(1), action, action, state) == step_record_bytes(
-        1, _timing(1), action, action, state)
-
-
-def test_chains_give_the_reference_digests_and_refuse_out_of_order():
-    fast, ref = fastcodec.RecordChain(), StepChain()
-    fast_frames, ref_frames = fastcodec.FramesRecordChain(), FramesChain()
-    for k in range(5):
-        assert fast.add(k, *_parts(k)) == ref.add(k, *_parts(k))
-        frames = {"rear": f"{k:02x}" * 32, "front": f"{k + 1:02x}" * 32}
-        if k % 2 == 0:
-            assert fast_frames.add(k, frames) == ref_frames.add(k, frames)
-    assert (fast.hexdigest, fast.steps) == (ref.hexdigest, ref.steps)
-    assert (fast_frames.hexdigest, fast_frames.steps, fast_frames.last_step) == (
-        ref_frames.hexdigest, ref_frames.steps, ref_frames.last_step)
-    with pytest.raises(ValueError):
-        fast.add(7, *_parts(7))
-    with pytest.raises(ValueError):
-        fast_frames.add(4, {"front": "00"})
+    assert step_record_bytes(1, _timing(1), action, action, state) == step_record_bytes(
+        1, _timing(1), to_plain(action), to_plain(action), to_plain(state))
 
 
 def _filled(cls, msgs, salt: int = 1):
@@ -151,10 +134,12 @@ def _rosbags_messages() -> list:
     return out
 
 
-def test_plain_of_every_recorded_message_type_is_the_reference():
+def test_plain_of_every_recorded_message_type_is_that_of_the_general_path():
     for msg in _rosbags_messages():
-        assert encode(fastcodec.plain(msg)) == encode(to_plain(msg)), type(msg).__name__
-        assert fastcodec.plain(msg) == to_plain(msg)
+        general = canonical._dataclass_to_plain(msg)
+        assert to_plain(msg) == general, type(msg).__name__  # the cached rosbags field path
+        assert to_plain(msg) == general  # once more, now from the cache
+        assert encode(to_plain(msg)) == encode_general(general)
 
 
 def _image_bytes(frame_id: str = "front", height: int = 5, width: int = 7) -> bytes:
@@ -173,7 +158,7 @@ def _image_bytes(frame_id: str = "front", height: int = 5, width: int = 7) -> by
 @pytest.mark.parametrize("frame_id", ["", "f", "front", "camera_long_name"])
 def test_image_view_reads_what_rosbags_reads(frame_id):
     raw = _image_bytes(frame_id)
-    view = fastcodec.image_view(raw)
+    view = image_view(raw)
     msg = typestore().deserialize_cdr(raw, "sensor_msgs/msg/Image")
     assert view is not None
     assert (view.sec, view.nanosec, view.frame_id) == (msg.header.stamp.sec, msg.header.stamp.nanosec, frame_id)
@@ -184,11 +169,11 @@ def test_image_view_reads_what_rosbags_reads(frame_id):
 
 def test_image_view_leaves_big_endian_to_the_caller_and_refuses_truncated_data():
     raw = _image_bytes()
-    assert fastcodec.image_view(b"\x00\x00\x00\x00" + raw[4:]) is None
+    assert image_view(b"\x00\x00\x00\x00" + raw[4:]) is None
     with pytest.raises(ValueError):
-        fastcodec.image_view(raw[:-10])
+        image_view(raw[:-10])
     with pytest.raises(ValueError):
-        fastcodec.image_view(raw[:20])
+        image_view(raw[:20])
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
