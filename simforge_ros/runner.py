@@ -225,8 +225,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunR
                 time.sleep(0.05)
         finally:
             signal.signal(signal.SIGINT, previous)
-        deadline = time.monotonic() + _GRACE_S
-        while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+        wall_deadline = time.monotonic() + _GRACE_S
+        while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
             time.sleep(0.05)
     finally:
         _stop_all(procs)
@@ -258,10 +258,10 @@ def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:
     for proc in procs.values():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + 3.0
+    wall_deadline = time.monotonic() + 3.0
     for proc in procs.values():
         try:
-            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            proc.wait(timeout=max(0.0, wall_deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

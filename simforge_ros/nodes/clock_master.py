@@ -55,6 +55,7 @@ from simforge_ros.nodes.common import (
     HOST,
     LATCHED_QOS,
     RECORD_QOS,
+    WALL_POLL_S,
     declare_params,
     help_requested,
     make_executor,
@@ -68,7 +69,6 @@ from simforge_ros.srv import Decide, Finish, Step
 NAME = "clock_master"
 # The one line a launcher reads from the clock master's stdout for the outcome.
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
-_POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -197,18 +197,18 @@ class ClockMaster:
         """Call a participant; refuse with participant_lost/timeout instead of hanging."""
         assert self._executor is not None
         future = peer.client.call_async(request)
-        deadline = time.monotonic() + timeout_s
+        wall_deadline = time.monotonic() + timeout_s
         # The answer usually comes well within one poll interval: only when it has not is
-        # anything else looked at (interrupt, the peer's process in /proc, the deadline), so
+        # anything else looked at (interrupt, the peer's process in /proc, the wall_deadline), so
         # the hot path costs one spin and no system call.
-        while not spin_future(self._executor, future, _POLL_S):
+        while not spin_future(self._executor, future, WALL_POLL_S):
             if self.interrupted:
                 future.cancel()
                 raise Aborted(step, "interrupted")
             if peer.gone():
                 future.cancel()
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= wall_deadline:
                 future.cancel()
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
         response: Any = future.result()
@@ -268,18 +268,18 @@ class ClockMaster:
     # -- the run -----------------------------------------------------------------------------
     def _wait_for_services(self) -> None:
         assert self._executor is not None
-        deadline = time.monotonic() + self.config.startup_timeout_s
+        wall_deadline = time.monotonic() + self.config.startup_timeout_s
         peers = [self._bridge, self._driver] + ([self._recorder] if self.config.record else [])
         for peer in peers:
             while not peer.client.service_is_ready():
                 if self.interrupted:
                     raise Aborted(-1, "interrupted while waiting for participants")
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= wall_deadline:
                     raise ParticipantTimeout(
                         -1, f"{peer.who} service {peer.client.srv_name} did not appear within "
                         f"{self.config.startup_timeout_s:g} s"
                     )
-                self._executor.spin_once(timeout_sec=_POLL_S)
+                self._executor.spin_once(timeout_sec=WALL_POLL_S)
 
     def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:
         """Run the whole loop on ``executor`` (which may also hold the other nodes)."""
@@ -340,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
         executor.add_node(clock.node)
         outcome = clock.run(executor)
         # give the final status time to reach the participants before the node goes away
-        end = time.monotonic() + 0.3
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.05)
+        wall_end = time.monotonic() + 0.3
+        while time.monotonic() < wall_end:
+            executor.spin_once(timeout_sec=WALL_POLL_S)
         if outcome.refusal is not None:
             print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
         print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)

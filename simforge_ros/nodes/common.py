@@ -43,6 +43,8 @@ LATCHED_QOS = QoSProfile(
     depth=16, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
 )
 HOST = socket.gethostname()
+# How long a wait on the executor may block before a wall-clock watchdog looks again.
+WALL_POLL_S = 0.05
 
 
 def declare_params(node: Node, node_name: str) -> dict[str, Any]:
@@ -169,13 +171,13 @@ def spin_future(executor: Executor, future: Any, timeout_s: float) -> bool:
 
 def spin_until(executor: Executor, done: Callable[[], bool], timeout_s: float | None = None) -> bool:
     """Spin until ``done()`` (True) or the wall-clock timeout (False)."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    wall_deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while not done():
         if not rclpy.ok(context=executor.context):
             return done()
-        if deadline is not None and time.monotonic() >= deadline:
+        if wall_deadline is not None and time.monotonic() >= wall_deadline:
             return False
-        executor.spin_once(timeout_sec=0.05)
+        executor.spin_once(timeout_sec=WALL_POLL_S)
     return True
 
 

@@ -196,22 +196,22 @@ class Recorder:
         return any(self._infos_seen[c] < n for c, n in self._images_seen.items())
 
     def _poll_progress(self) -> None:
-        """Wake the Finish wait now and then, also when no step completes (deadline)."""
+        """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
         if self._progress is not None and not self._progress.done():
             self._progress.set_result(False)
 
     async def _on_finish(self, request: Finish.Request, response: Finish.Response) -> Finish.Response:
         expected = int(request.expected_steps)
-        deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
-        info_deadline: float | None = None
-        while time.monotonic() < deadline:
+        wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
+        wall_info_deadline: float | None = None
+        while time.monotonic() < wall_deadline:
             if self.assembler.steps_done < expected:
                 pass
             elif self._infos_behind():
                 # camera_info is not part of a step record, but the bag must hold every
                 # one published with a recorded image: give the late ones a moment
-                info_deadline = info_deadline or time.monotonic() + _INFO_GRACE_S
-                if time.monotonic() >= info_deadline:
+                wall_info_deadline = wall_info_deadline or time.monotonic() + _INFO_GRACE_S
+                if time.monotonic() >= wall_info_deadline:
                     break
             else:
                 break
