@@ -70,8 +70,9 @@ def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], 
     """The per-step progress callback of one run (bound to that run's id)."""
 
     def progress(k: int, total: int) -> None:
-        if show_progress and (k % 10 == 0 or k + 1 == total):
-            print(f"\r{run_id}: step {k + 1}/{total}", end="", file=sys.stderr, flush=True)
+        if show_progress and (k % 10 == 0 or k + 1 == total or not total):
+            of = f"/{total}" if total else ""
+            print(f"\r{run_id}: step {k + 1}{of}", end="", file=sys.stderr, flush=True)
 
     return progress
 

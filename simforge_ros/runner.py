@@ -150,7 +150,7 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         if spec.layout == "single":
             return _run_single(spec, params_file, lease, on_step)
         if spec.layout == "processes":
-            return _run_processes(spec, params_file, lease)
+            return _run_processes(spec, params_file, lease, on_step)
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
 
 
@@ -194,7 +194,29 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
         rclpy.shutdown(context=context)
 
 
-def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunResult:
+class _StepsFollower:
+    """Counts the records the recorder has written to steps.jsonl (for a progress display
+    of a run in other processes); reads only what is new each time."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._handle: Any = None
+        self.count = 0
+
+    def poll(self) -> int:
+        if self._handle is None:
+            if not self._path.exists():
+                return self.count
+            self._handle = self._path.open("rb")
+        self.count += self._handle.read().count(b"\n")
+        return self.count
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+
+
+def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any = None) -> RunResult:
     logs = spec.out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -218,12 +240,18 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease) -> RunR
         clock = procs["clock_master"]
         previous = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, lambda *_: clock.send_signal(signal.SIGINT))
+        follower = _StepsFollower(spec.out_dir / "steps.jsonl")
+        shown = 0
         try:
             while clock.poll() is None:
                 for proc in procs.values():
                     proc.poll()  # reap a dead participant at once, so it is seen as gone
+                if on_step is not None and follower.poll() > shown:
+                    shown = follower.count
+                    on_step(shown - 1, spec.steps)  # total 0: the scenario decides
                 time.sleep(0.05)
         finally:
+            follower.close()
             signal.signal(signal.SIGINT, previous)
         wall_deadline = time.monotonic() + _GRACE_S
         while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
