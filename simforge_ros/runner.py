@@ -123,6 +123,8 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
     if manifest is not None and refusal is None and manifest["refusal"] is not None:
         refusal = manifest["refusal"]
     status = "counted" if refusal is None and exit_code == 0 else "refused"
+    if status == "refused" and refusal is None:  # a crash after the loop: never reported as counted
+        refusal = {"code": "participant_error", "step": -1, "detail": f"clock master exited with {exit_code}"}
     return RunResult(
         run_id=spec.run_id,
         scenario=manifest["scenario"] if manifest and manifest.get("scenario") else Path(spec.scenario).stem,
