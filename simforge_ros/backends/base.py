@@ -7,8 +7,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simforge_ros.core.lockstep import ContactInfo
-from simforge_ros.core.values import FrameStamp, VehicleState
+from simforge_ros.core.values import ContactEvent, FrameStamp, VehicleState
 
 
 @dataclass(frozen=True)
@@ -39,7 +38,7 @@ class SimBackend(Protocol):
     def time_us(self) -> int:
         """The engine's own time (tick count x tick_us)."""
 
-    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactInfo]:
+    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactEvent]:
         """Apply the command for exactly n_ticks ticks; contacts that started."""
 
     def state(self, step: int) -> VehicleState:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
-from simforge_ros.core.lockstep import ContactInfo
-from simforge_ros.core.values import FrameStamp, VehicleState
+from simforge_ros.core.values import ContactEvent, FrameStamp, VehicleState
 from simforge_ros.engine import ENGINE_VERSION, Engine, StaleRenderError, load_scenario
 
 
@@ -39,9 +38,8 @@ class EmbeddedBackend:
     def time_us(self) -> int:
         return self.engine.t_us
 
-    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactInfo]:
-        events = self.engine.advance(steer_rad, accel_mps2, n_ticks)
-        return [ContactInfo(e.tick, e.t_us, e.actor_a, e.actor_b, e.harness_fault) for e in events]
+    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactEvent]:
+        return self.engine.advance(steer_rad, accel_mps2, n_ticks)
 
     def state(self, step: int) -> VehicleState:
         return self.engine.ego_state(step)

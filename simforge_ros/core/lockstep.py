@@ -15,7 +15,7 @@ from typing import Protocol
 from simforge_ros.core.errors import ParticipantError, RateNotMultiple
 from simforge_ros.core.latency import DelayBuffer
 from simforge_ros.core.timing_contract import Contract, build_contract, check_observation
-from simforge_ros.core.values import Action, FrameStamp, VehicleState, neutral_action
+from simforge_ros.core.values import Action, ContactEvent, FrameStamp, VehicleState, neutral_action
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,6 @@ class StepRequest:
 
 
 @dataclass(frozen=True)
-class ContactInfo:
-    """A contact reported by the engine (harness_fault: caused by scripted traffic)."""
-
-    tick: int
-    t_us: int
-    actor_a: str
-    actor_b: str
-    harness_fault: bool
-
-
-@dataclass(frozen=True)
 class BridgeObservation:
     """Bridge -> clock master: what the world is at the requested time."""
 
@@ -54,7 +43,7 @@ class BridgeObservation:
     world_digest: str
     state: VehicleState
     frames: tuple[FrameStamp, ...]
-    contacts: tuple[ContactInfo, ...] = ()
+    contacts: tuple[ContactEvent, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,7 +122,7 @@ class LoopProgress:
     expected_steps: int = 0
     contract: Contract | None = None
     world_digest: str = ""
-    contacts: list[ContactInfo] = field(default_factory=list)
+    contacts: list[ContactEvent] = field(default_factory=list)
 
 
 def run_lockstep(
@@ -212,6 +201,6 @@ def run_lockstep(
 
 
 __all__: Sequence[str] = (
-    "BridgeObservation", "ContactInfo", "DecideRequest", "LoopConfig", "LoopProgress",
+    "BridgeObservation", "DecideRequest", "LoopConfig", "LoopProgress",
     "LoopSink", "Participants", "StepRequest", "TimingRecord", "run_lockstep",
 )

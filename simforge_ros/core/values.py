@@ -66,6 +66,18 @@ class Action:
     trajectory: tuple[TrajectoryPoint, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class ContactEvent:
+    """Start of a contact between actor_a and actor_b at an engine tick. harness_fault:
+    scripted traffic moved into a stationary or slower ego; kept out of every rate."""
+
+    tick: int
+    t_us: int
+    actor_a: str
+    actor_b: str
+    harness_fault: bool
+
+
 def neutral_action(step: int = 0, t_us: int = 0) -> Action:
     """The action applied before any decision has come through the latency buffer."""
     return Action(step=step, decided_step=step, t_us=t_us, steer_rad=0.0, accel_mps2=0.0)

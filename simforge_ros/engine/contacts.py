@@ -18,21 +18,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simforge_ros.core.values import ContactEvent  # re-exported: the engine reports these
 from simforge_ros.engine.geometry import Box, boxes_overlap
 
 EGO_ID = "ego"
 EGO_STOPPED_MPS = 0.1
-
-
-@dataclass(frozen=True)
-class ContactEvent:
-    """Start of a contact between actor_a and actor_b at an engine tick."""
-
-    tick: int
-    t_us: int
-    actor_a: str
-    actor_b: str
-    harness_fault: bool
 
 
 @dataclass(frozen=True)

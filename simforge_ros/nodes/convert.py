@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from simforge_ros.core.lockstep import ContactInfo, TimingRecord
-from simforge_ros.core.values import Action, FrameStamp, Pose2D, TrajectoryPoint, VehicleState
+from simforge_ros.core.lockstep import TimingRecord
+from simforge_ros.core.values import Action, ContactEvent, FrameStamp, Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
 from simforge_ros.msg import FrameInfo as FrameMsg
@@ -89,7 +89,7 @@ def timing_msg(timing: TimingRecord, msg: TimingMsg | None = None) -> TimingMsg:
     return msg
 
 
-def contact_msgs(contacts: Iterable[ContactInfo]) -> list[ContactMsg]:
+def contact_msgs(contacts: Iterable[ContactEvent]) -> list[ContactMsg]:
     out = []
     for c in contacts:
         msg = ContactMsg()
@@ -99,5 +99,5 @@ def contact_msgs(contacts: Iterable[ContactInfo]) -> list[ContactMsg]:
     return out
 
 
-def contact_values(msgs: Iterable[ContactMsg]) -> tuple[ContactInfo, ...]:
-    return tuple(ContactInfo(m.tick, m.t_us, m.actor_a, m.actor_b, m.harness_fault) for m in msgs)
+def contact_values(msgs: Iterable[ContactMsg]) -> tuple[ContactEvent, ...]:
+    return tuple(ContactEvent(m.tick, m.t_us, m.actor_a, m.actor_b, m.harness_fault) for m in msgs)
