@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simforge: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # noqa: BLE001 - one line for the user; the run's logs/ hold the rest
+        print(f"simforge: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -25,12 +25,13 @@ class ParamSpec:
     kind: str  # "int" | "float" | "bool" | "str" | "str_list"
     default: Any
     doc: str
+    positive: bool = False  # a size, a count or a wall-clock limit: must be > 0
 
 
-def _period(name: str, default_us: int | None, doc: str) -> tuple[ParamSpec, ParamSpec]:
+def _period(name: str, default_us: int | None, doc: str, positive: bool = False) -> tuple[ParamSpec, ParamSpec]:
     return (
-        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)"),
-        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly"),
+        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)", positive),
+        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive),
     )
 
 
@@ -41,8 +42,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         *_period("latency", 0, "driver latency, a whole number of steps"),
         ParamSpec("seed", "int", 0, "run seed, handed to every participant"),
         ParamSpec("run_id", "str", "", "run id (bookkeeping only; never hashed)"),
-        ParamSpec("participant_timeout_ms", "int", 10_000, "wall-clock limit of one call"),
-        ParamSpec("startup_timeout_ms", "int", 30_000, "wall-clock limit for participants to appear"),
+        ParamSpec("participant_timeout_ms", "int", 10_000, "wall-clock limit of one call", positive=True),
+        ParamSpec("startup_timeout_ms", "int", 30_000, "wall-clock limit for participants to appear", positive=True),
         ParamSpec("pose_tolerance_m", "float", 0.01, "frame pose vs simulated pose, metres"),
         ParamSpec("pose_tolerance_deg", "float", 0.1, "frame pose vs simulated pose, degrees"),
         ParamSpec("record", "bool", True, "wait for the recorder to confirm the run"),
@@ -50,20 +51,20 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded"),
         ParamSpec("scenario", "str", "right_turn", "scenario name or path of a scenario file"),
-        *_period("tick", 20_000, "engine tick"),
-        *_period("camera_period", None, "camera capture period; unset = every step"),
+        *_period("tick", 20_000, "engine tick", positive=True),
+        *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
-        ParamSpec("width", "int", 320, "camera image width, pixels"),
-        ParamSpec("height", "int", 180, "camera image height, pixels"),
+        ParamSpec("width", "int", 320, "camera image width, pixels", positive=True),
+        ParamSpec("height", "int", 180, "camera image height, pixels", positive=True),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
     "driver": (
         ParamSpec("policy", "str", "route", "route | torch"),
         ParamSpec("scenario", "str", "right_turn", "scenario the route follower tracks"),
-        ParamSpec("frame_timeout_ms", "int", 5_000, "wall-clock wait for a named frame"),
-        *_period("planning_period", 500_000, "torch planner: planning period"),
+        ParamSpec("frame_timeout_ms", "int", 5_000, "wall-clock wait for a named frame", positive=True),
+        *_period("planning_period", 500_000, "torch planner: planning period", positive=True),
         ParamSpec("deterministic", "bool", True, "torch planner: deterministic algorithms"),
-        ParamSpec("samples", "int", 1, "torch planner: trajectory samples"),
+        ParamSpec("samples", "int", 1, "torch planner: trajectory samples", positive=True),
         ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
         ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
         ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights"),
@@ -74,7 +75,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("out_dir", "str", "", "run directory; required"),
         ParamSpec("run_id", "str", "", "run id"),
         ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3"),
-        ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages"),
+        ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages", positive=True),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
 }
@@ -111,6 +112,9 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     }[item.kind]
     if not ok:
         raise ConfigError.single(source, f"{node}.{name}", f"a value of type {item.kind}", value)
+    if item.positive and value <= 0:
+        form = "an integer > 0" if item.kind == "int" else "a number > 0"
+        raise ConfigError.single(source, f"{node}.{name}", form, value)
     return float(value) if item.kind == "float" else value
 
 

@@ -24,9 +24,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import String
 
 from simforge_ros import topics
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, Refusal
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
-from simforge_ros.params import NODE_PARAMS
+from simforge_ros.params import NODE_PARAMS, coerce
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -66,9 +66,26 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
         except ParameterUninitializedException:
             value = [] if item.kind == "str_list" and _given_empty(node, item.name) else item.default
         values[item.name] = list(value) if item.kind == "str_list" and value is not None else value
+        if value is not None:
+            try:
+                coerce(node_name, item.name, values[item.name], source=node_name)
+            except ConfigError as err:  # a zero size, count or time limit
+                problems.extend(err.problems)
     if problems:
         raise ConfigError(problems)
     return values
+
+
+def refuse(response: Any, err: Refusal) -> Any:
+    """Fill a Step/Decide answer with a refusal (ok=false, its code and detail)."""
+    response.ok, response.refusal_code, response.detail = False, err.code, err.detail
+    return response
+
+
+def unexpected(step: int, err: Exception) -> Refusal:
+    """An unexpected failure inside a participant, as the refusal the clock master gets:
+    the participant answers `participant_error` instead of dying or hanging the run."""
+    return ParticipantError(step, f"{type(err).__name__}: {err}")
 
 
 def _given_empty(node: Node, name: str) -> bool:

@@ -33,8 +33,10 @@ from simforge_ros.nodes.common import (
     jitter_sleep,
     period,
     publish_node_params,
+    refuse,
     run_participant,
     stall_forever,
+    unexpected,
     watch_run_status,
 )
 from simforge_ros.srv import Decide
@@ -138,8 +140,9 @@ class Driver:
                 raise MissingFrame(request.step, f"{camera} frame asked for by a policy served without cameras")
             action = self._policy_decide(request, {})
         except Refusal as err:
-            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
-            return response
+            return refuse(response, err)
+        except Exception as err:  # noqa: BLE001 - answer with a named refusal, never die silently
+            return refuse(response, unexpected(request.step, err))
         return self._answer(request, response, action)
 
     async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
@@ -159,8 +162,9 @@ class Driver:
                 frames[camera] = await self._await_frame(camera, t_us, step)
             action = self._policy_decide(request, frames)
         except Refusal as err:
-            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
-            return response
+            return refuse(response, err)
+        except Exception as err:  # noqa: BLE001 - answer with a named refusal, never die silently
+            return refuse(response, unexpected(request.step, err))
         return self._answer(request, response, action)
 
     def _start(self, request: Decide.Request) -> None:

@@ -34,8 +34,10 @@ from simforge_ros.nodes.common import (
     jitter_sleep,
     period,
     publish_node_params,
+    refuse,
     run_participant,
     stall_forever,
+    unexpected,
     watch_run_status,
 )
 from simforge_ros.srv import Step
@@ -99,8 +101,9 @@ class SimBridge:
         try:
             observation, frames = self.core.step(step_request)
         except Refusal as err:
-            response.ok, response.refusal_code, response.detail = False, err.code, err.detail
-            return response
+            return refuse(response, err)
+        except Exception as err:  # noqa: BLE001 - answer with a named refusal, never die silently
+            return refuse(response, unexpected(request.step, err))
         if request.reset:
             info = self.core.info
             assert info is not None

@@ -146,6 +146,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--latency-ms", "0.0001"], "--latency-ms"),
         (["run", "right_turn", "--layout", "single", "--inject", "kill=driver@3"], "only with --layout processes"),
         (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
+        (["run", "right_turn", "--set", "sim_bridge.tick_us=-5"], "sim_bridge.tick_us: expected an integer > 0"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
@@ -153,3 +154,11 @@ def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
     assert out.returncode == 2
     assert needle in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(tmp_path, layout):
+    result = lockstep(tmp_path, steps=5, layout=layout, sets={"sim_bridge": {"cameras": ["sky"]}})
+    assert _refusal(result) == ("participant_error", 0)
+    assert "unknown camera 'sky'" in result.refusal["detail"]
+    assert result.exit_code == 18
