@@ -64,8 +64,8 @@ def next_digest(prev: bytes, record_bytes: bytes) -> bytes:
     return h.digest()
 
 
-class StepChain:
-    """The per-step digest chain of a run; steps must come as 0, 1, 2, ..."""
+class _Chain:
+    """What both chains share: the latest digest and how many links it has."""
 
     def __init__(self) -> None:
         self._digest = GENESIS
@@ -83,8 +83,18 @@ class StepChain:
 
     @property
     def steps(self) -> int:
-        """How many steps were added (also the next step expected)."""
+        """How many steps were added."""
         return self._steps
+
+    def _link(self, record_bytes: bytes) -> str:
+        self._digest = next_digest(self._digest, record_bytes)
+        self._steps += 1
+        return self._digest.hex()
+
+
+class StepChain(_Chain):
+    """The per-step digest chain of a run; steps must come as 0, 1, 2, ... (so ``steps``
+    is also the next step expected)."""
 
     def add(
         self, step: int, timing: Mapping[str, object], action: object, applied: object, state: object
@@ -97,9 +107,7 @@ class StepChain:
         """
         if isinstance(step, bool) or not isinstance(step, int) or step != self._steps:
             raise ValueError(f"step {step!r} added to a chain expecting step {self._steps}")
-        self._digest = next_digest(self._digest, step_record_bytes(step, timing, action, applied, state))
-        self._steps += 1
-        return self._digest.hex()
+        return self._link(step_record_bytes(step, timing, action, applied, state))
 
 
 def frame_header(encoding: str, width: int, height: int, step_bytes: int) -> bytes:
@@ -122,31 +130,15 @@ def frame_hash(encoding: str, width: int, height: int, step_bytes: int, data: ob
     return h.hexdigest()
 
 
-class FramesChain:
+class FramesChain(_Chain):
     """The digest chain over camera frame hashes; steps must strictly increase.
 
     Steps without frames are simply not added, so the chain only moves on camera steps.
     """
 
     def __init__(self) -> None:
-        self._digest = GENESIS
-        self._steps = 0
+        super().__init__()
         self._last_step: int | None = None
-
-    @property
-    def digest(self) -> bytes:
-        """The latest digest (GENESIS before any step)."""
-        return self._digest
-
-    @property
-    def hexdigest(self) -> str:
-        """The latest digest as hex (GENESIS hex before any step)."""
-        return self._digest.hex()
-
-    @property
-    def steps(self) -> int:
-        """How many steps were added."""
-        return self._steps
 
     @property
     def last_step(self) -> int | None:
@@ -163,10 +155,8 @@ class FramesChain:
             raise ValueError(f"step must be an int >= 0, got {step!r}")
         if self._last_step is not None and step <= self._last_step:
             raise ValueError(f"frames for step {step} after step {self._last_step}")
-        self._digest = next_digest(self._digest, frames_record_bytes(step, frames))
-        self._steps += 1
         self._last_step = step
-        return self._digest.hex()
+        return self._link(frames_record_bytes(step, frames))
 
 
 def frames_record_bytes(step: int, frames: Mapping[str, str]) -> bytes:

@@ -63,6 +63,7 @@ from simforge_ros.nodes.common import (
     process_alive,
     publish_node_params,
     spin_future,
+    spin_until,
 )
 from simforge_ros.srv import Decide, Finish, Step
 
@@ -340,9 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         executor.add_node(clock.node)
         outcome = clock.run(executor)
         # give the final status time to reach the participants before the node goes away
-        wall_end = time.monotonic() + 0.3
-        while time.monotonic() < wall_end:
-            executor.spin_once(timeout_sec=WALL_POLL_S)
+        spin_until(executor, lambda: False, 0.3)
         if outcome.refusal is not None:
             print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
         print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
