@@ -204,9 +204,13 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
                 while time.monotonic() < end:
                     executor.spin_once(timeout_sec=0.02)
             finally:
-                executor.shutdown()
+                # Detach each node before destroying it, then shut the executor down: destroying
+                # a node still added to a shut-down EventsExecutor was seen to spin at 100% CPU
+                # for hours inside Node.destroy_node (bench --quick, 2026-12-02).
                 for node in nodes:
+                    executor.remove_node(node)
                     node.destroy_node()
+                executor.shutdown()
     finally:
         if peer is not None:
             try:
