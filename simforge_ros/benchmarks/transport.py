@@ -236,8 +236,9 @@ def _peer_main(args: argparse.Namespace) -> int:
         end = time.monotonic() + 0.1
         while time.monotonic() < end:
             executor.spin_once(timeout_sec=0.02)
-        executor.shutdown()
+        executor.remove_node(echo.node)  # detach before destroying (see measure)
         echo.node.destroy_node()
+        executor.shutdown()
         return 0
     finally:
         if rclpy.ok():

@@ -245,8 +245,11 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             close = getattr(shell, "close", None)
             if close is not None:
                 close()
-            executor.shutdown()
+            # detach before destroying, then shut down: destroying a node still on a shut-down
+            # EventsExecutor was seen to spin in Node.destroy_node (benchmarks.transport.measure)
+            executor.remove_node(shell.node)
             shell.node.destroy_node()
+            executor.shutdown()
         return 0
     except Exception as err:  # noqa: BLE001 - the one place a node reports an unexpected error
         print(f"{node_name}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
