@@ -186,6 +186,8 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
         )
     elif where != "one_process":
         raise ValueError(f"where must be two_processes or one_process, got {where!r}")
+    from simforge_ros.nodes.common import spin_until
+
     try:
         with _context(lease.domain_id) as context:
             executor = make_executor(executor_kind, context)
@@ -200,9 +202,7 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
                 service = prober.service_round_trips(n, warmup)
                 topic = prober.ping_pongs(n, warmup)
                 prober.stop_peer()
-                end = time.monotonic() + 0.1
-                while time.monotonic() < end:
-                    executor.spin_once(timeout_sec=0.02)
+                spin_until(executor, lambda: False, 0.1)  # let the last answers leave
             finally:
                 # Detach each node before destroying it, then shut the executor down: destroying
                 # a node still added to a shut-down EventsExecutor was seen to spin at 100% CPU
@@ -224,18 +224,15 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
 def _peer_main(args: argparse.Namespace) -> int:
     import rclpy
 
+    from simforge_ros.nodes.common import spin_until
+
     rclpy.init(args=[])
     try:
         echo = Echo(None)
         executor = make_executor(args.executor, None)
         executor.add_node(echo.node)
-        end = time.monotonic() + args.seconds
-        while not echo.stop and time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.05)
-        # let the last answers leave
-        end = time.monotonic() + 0.1
-        while time.monotonic() < end:
-            executor.spin_once(timeout_sec=0.02)
+        spin_until(executor, lambda: echo.stop, args.seconds)
+        spin_until(executor, lambda: False, 0.1)  # let the last answers leave
         executor.remove_node(echo.node)  # detach before destroying (see measure)
         echo.node.destroy_node()
         executor.shutdown()
