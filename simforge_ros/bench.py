@@ -17,19 +17,25 @@ never asserted: the exit code is 0 unless a measurement itself failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simforge_ros.benchmarks.stats import ratio
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
+DEADLINE_QUICK_S = 600.0  # --quick takes about 1 minute (issue 7: under 2)
+DEADLINE_FULL_S = 1800.0  # the full bench about 3 minutes
 
 
 @dataclass(frozen=True)
@@ -85,8 +91,68 @@ def machine() -> dict[str, Any]:
             "rclpy": rclpy_version, "rmw": os.environ.get("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")}
 
 
+_SECTION = ["start"]  # what the bench is measuring now (the watchdog names it)
+
+
 def _log(message: str) -> None:
+    _SECTION[0] = message
     print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+class BenchTimeout(SimforgeError):
+    """The bench ran past its deadline (code ``bench_timeout``)."""
+
+    code = "bench_timeout"
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children first found, from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            parents[int(entry.name)] = int(fields[1])
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        kids = [child for child, ppid in parents.items() if ppid == parent]
+        found += kids
+        frontier += kids
+    return found
+
+
+class Watchdog:
+    """Ends a bench that overruns ``deadline_s`` with a named error instead of a hang.
+
+    A stuck teardown once kept `bench --quick` at 100% CPU for hours inside a C call that
+    never returned to Python, so no exception could stop it: the watchdog is a thread
+    that prints ``bench_timeout`` with the section, kills every process the bench started
+    (node processes run in sessions of their own) and exits the process with EXIT_FAILURE.
+    """
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self._timer = threading.Timer(deadline_s, self._fire)
+        self._timer.daemon = True
+
+    def __enter__(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    def _fire(self) -> None:
+        err = BenchTimeout(f"simforge bench still in \"{_SECTION[0]}\" after {self.deadline_s:g} s; "
+                           f"every process it started is killed, no JSON is written")
+        print(f"simforge bench: refused: {err.code}: {err}", file=sys.stderr, flush=True)
+        for pid in descendants(os.getpid()):
+            with contextlib.suppress(OSError):  # gone already
+                os.kill(pid, signal.SIGKILL)
+        os._exit(EXIT_FAILURE)
 
 
 def measure_all(plan: Plan) -> dict[str, Any]:
@@ -354,14 +420,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="simforge bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples and steps (under 2 minutes)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help=f"JSON file to write (default {DEFAULT_OUT})")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help=f"refuse with bench_timeout after this many seconds (default {DEADLINE_QUICK_S:g} "
+                             f"with --quick, {DEADLINE_FULL_S:g} without)")
     args = parser.parse_args(argv)
+    deadline_s = args.deadline_s if args.deadline_s is not None else (
+        DEADLINE_QUICK_S if args.quick else DEADLINE_FULL_S)
+    if not deadline_s > 0:
+        print(f"simforge bench: --deadline-s must be a number of seconds > 0, got {args.deadline_s!r}",
+              file=sys.stderr)
+        return EXIT_USAGE
     plan = Plan.make(args.quick)
     # The single-layout runs happen in this process, whose ROS log stays where the first
     # run pointed it: give the whole bench one log directory of its own and remove it after.
     with tempfile.TemporaryDirectory(prefix="simforge-bench-log-") as log_dir:
         for key in ("ROS_LOG_DIR", "ROS_HOME"):
             os.environ.setdefault(key, log_dir)
-        doc = measure_all(plan)
+        with Watchdog(deadline_s):
+            doc = measure_all(plan)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")

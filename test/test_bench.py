@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -159,3 +162,43 @@ def test_wall_summary_leaves_start_up_out():
     assert (out["steps"], out["skipped"], out["timed"], out["finish_ns"]) == (100, 10, 90, 5)
     assert out["median_ns"] == out["mean_ns"] == 100 and out["total_ns"] == 9000
     assert wall_summary([], 0)["timed"] == 0
+
+
+def test_watchdog_ends_an_overrunning_bench_with_a_named_error_and_kills_its_processes(tmp_path):
+    """A bench stuck past its deadline (here: in a sleep, with a child in a session of its
+    own, as node processes are) exits 1 naming bench_timeout and its section, child gone."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "from simforge_ros import bench\n"
+        f"child = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "bench._log('loop: stuck on purpose')\n"
+        "with bench.Watchdog(1.0):\n"
+        "    time.sleep(60)\n"
+        "print('not reached')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert "refused: bench_timeout" in done.stderr and "loop: stuck on purpose" in done.stderr
+    assert "not reached" not in done.stdout
+    child = int(pid_file.read_text())
+    gone = False
+    for _ in range(50):  # killed (a zombie until init reaps it: no memory figures then)
+        gone = loop.read_status(child) is None
+        if gone:
+            break
+        time.sleep(0.1)
+    assert gone
+
+
+def test_watchdog_stays_quiet_when_the_bench_finishes_in_time():
+    with bench.Watchdog(0.2) as dog:
+        pass
+    time.sleep(0.4)  # would have fired by now; this process is still here
+    assert dog.deadline_s == 0.2
+
+
+def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
+    assert bench.main(["--quick", "--deadline-s", "0"]) == 2
+    assert "--deadline-s must be a number of seconds > 0" in capsys.readouterr().err
