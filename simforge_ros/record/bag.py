@@ -4,23 +4,37 @@ The recorder writes the CDR bytes exactly as they came off the wire (no re-encod
 registers the simforge_ros message definitions so the bag is self-describing: `ros2 bag
 play` on a real ROS 2 install and other MCAP readers can use it. Reading deserialises with
 the same typestore, which is also how the recorder itself turns bytes into field values,
-so a digest recomputed from the bag follows exactly the path the recorder took.
+so a digest recomputed from the bag follows exactly the path the recorder took. MCAP
+is written by rosbags' own storage code with its copies taken out (_LeanMcapWriter): the
+file is byte for byte what rosbags writes (a test holds it to that).
 """
 
 from __future__ import annotations
 
 import queue
+import struct
 import sys
 import threading
+from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from types import MappingProxyType, TracebackType
+from typing import Any, cast
 
 from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, Writer
-from rosbags.rosbag2.enums import StoragePlugin
+from rosbags.rosbag2.enums import CompressionMode, StoragePlugin
+from rosbags.rosbag2.storage_mcap import (
+    McapWriter,
+    PendingChunk,
+    write_record,
+    write_string,
+    write_uint16,
+    write_uint32,
+    write_uint64,
+)
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
@@ -59,6 +73,123 @@ def typestore() -> Typestore:
     return _TYPESTORE
 
 
+class _Parts:
+    """The pending MCAP chunk as a list of the byte objects written into it, not a copy.
+
+    rosbags' McapWriter copies every message about five times on its way to the file
+    (into a record, into the chunk, out of the chunk, into the chunk record, into the
+    file); a four-camera step is ~700 KB, which made the bag writer cost ~1 ms of CPU a
+    step. Every object written here is immutable or never touched again (fresh bytes,
+    views of records that are dropped), so keeping references is safe.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[bytes | memoryview] = []
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.parts.append(data)
+        n = len(data) if isinstance(data, bytes) else data.nbytes
+        self.size += n
+        return n
+
+    def tell(self) -> int:
+        return self.size
+
+    def getvalue(self) -> bytes:
+        return b"".join(self.parts)
+
+
+class _LeanMcapWriter(McapWriter):
+    """rosbags' MCAP storage with the pending chunk kept as references (see _Parts):
+    the bytes in the file are exactly those rosbags writes (same records, same order)."""
+
+    def __init__(self, path: Path, compression: CompressionMode) -> None:
+        super().__init__(path, compression)
+        self.chunk.bio = _Parts()  # type: ignore[assignment]
+
+    def write(self, connection: Connection, timestamp: int, data: bytes | memoryview) -> None:
+        """A message record (opcode 0x05): channel id, sequence 0, log and publish time,
+        the data; written into the chunk as two references, no copy of ``data``."""
+        chunk = self.chunk
+        self.message_start_time = min(timestamp, self.message_start_time)
+        self.message_end_time = max(timestamp, self.message_end_time)
+        self.channel_stats[connection.id] += 1
+        chunk.message_start_time = min(timestamp, chunk.message_start_time)
+        chunk.message_end_time = max(timestamp, chunk.message_end_time)
+        chunk.msgs[connection.id].append((timestamp, chunk.bio.tell()))
+        size = len(data) if isinstance(data, bytes) else memoryview(data).nbytes
+        chunk.bio.write(_MESSAGE_HEADER.pack(0x05, 22 + size, connection.id, 0, timestamp, timestamp))
+        chunk.bio.write(data)
+        if chunk.bio.tell() > 2**20:
+            self.close_chunk()
+
+    def close_chunk(self) -> None:
+        """Write the pending chunk; uncompressed, its parts go to the file one by one."""
+        if self.compression:
+            super().close_chunk()
+        else:
+            self._close_plain_chunk()
+        self.chunk.bio = _Parts()  # type: ignore[assignment]
+
+    def _close_plain_chunk(self) -> None:
+        # rosbags' close_chunk with an identity compressor, minus its copies
+        chunk, bio = self.chunk, self.bio
+        parts = cast("_Parts", chunk.bio)
+        rec = BytesIO()
+        write_uint64(rec, chunk.message_start_time)
+        write_uint64(rec, chunk.message_end_time)
+        write_uint64(rec, parts.tell())
+        write_uint32(rec, 0)
+        write_string(rec, self.compression)
+        write_uint64(rec, parts.tell())
+
+        chunk_start = bio.tell()
+        bio.write(b"\x06")
+        write_uint64(bio, rec.tell() + parts.tell())
+        bio.write(rec.getbuffer())
+        for part in parts.parts:
+            bio.write(part)
+        chunk_end = bio.tell()
+
+        offsets: list[tuple[int, int]] = []
+        for cid, msgs in chunk.msgs.items():
+            offsets.append((cid, bio.tell()))
+            rec = BytesIO()
+            write_uint16(rec, cid)
+            write_uint32(rec, len(msgs) * 16)
+            for ts, offset in msgs:
+                write_uint64(rec, ts)
+                write_uint64(rec, offset)
+            write_record(bio, 0x07, rec)
+
+        rec = BytesIO()
+        write_uint64(rec, chunk.message_start_time)
+        write_uint64(rec, chunk.message_end_time)
+        write_uint64(rec, chunk_start)
+        write_uint64(rec, chunk_end - chunk_start)
+        write_uint32(rec, len(offsets) * 10)
+        for cid, offset in offsets:
+            write_uint16(rec, cid)
+            write_uint64(rec, offset)
+        write_uint64(rec, bio.tell() - chunk_end)
+        write_string(rec, self.compression)
+        write_uint64(rec, parts.tell())
+        write_uint64(rec, parts.tell())
+        self.chunks.append(rec)
+
+        self.chunk = PendingChunk(2**63 - 1, 0, BytesIO(), defaultdict(list))
+
+
+_MESSAGE_HEADER = struct.Struct("<BQHIQQ")  # opcode, record length, channel, sequence, log/publish time
+
+
+class _Writer(Writer):
+    """rosbags' rosbag2 Writer with the lean MCAP storage."""
+
+    STORAGE_PLUGINS = MappingProxyType({**Writer.STORAGE_PLUGINS, StoragePlugin.MCAP: _LeanMcapWriter})
+
+
 class BagWriter:
     """Writes raw CDR messages into a new bag; a context manager that always closes it."""
 
@@ -68,7 +199,7 @@ class BagWriter:
             raise BagError(f"{path}: storage {storage!r} is not one of {sorted(STORAGES)}")
         if path.exists():
             raise BagError(f"{path}: exists already; a run directory is never overwritten")
-        self._writer = Writer(path, version=9, storage_plugin=STORAGES[storage])
+        self._writer = _Writer(path, version=9, storage_plugin=STORAGES[storage])
         self._store = typestore()
         self._connections: dict[str, Connection] = {}
         self._open = False
