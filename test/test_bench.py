@@ -54,11 +54,14 @@ def _synthetic() -> dict:
         "loop": [_loop_run("single", 0, True, 500.0, steps_incomplete=0, missing_messages={}),
                  _loop_run("single", 0, False, 400.0),
                  _loop_run("single", 4, True, 15000.0, steps_incomplete=0, missing_messages={"/clock": 2}),
-                 _loop_run("processes", 0, True, 300.0, steps_incomplete=1, missing_messages={})],
+                 _loop_run("processes", 0, True, 300.0, steps_incomplete=1, missing_messages={}),
+                 _loop_run("processes", 4, True, 16000.0, steps_incomplete=0, missing_messages={})],
         "baseline": {"no_cameras": {"per_step_us": {"median": 250.0}, "steps_per_s": 4000.0}},
         "brackets": {"floor_processes": [floor, dict(floor, service_us={"median": 140.0})],
                      "four_cameras_single": [{"per_step_us": {"median": 11000.0}},
-                                             {"per_step_us": {"median": 13000.0}}]},
+                                             {"per_step_us": {"median": 13000.0}}],
+                     "four_cameras_processes": [{"per_step_us": {"median": 12500.0}},
+                                                {"per_step_us": {"median": 13500.0}}]},
         "hashing": {"four_cameras": {"efficiency": 0.9}},
         "memory": {"steps_early": 10, "steps_late": 100, "hwm_growth_by_node": {"recorder": 1.02, "driver": 1.0},
                    "rss_kb": {"at_checkpoint": {"recorder": {"VmHWM": 100}}, "at_end": {"recorder": {"VmHWM": 102}}},
@@ -76,8 +79,8 @@ def test_derived_figures_follow_their_definitions():
     assert doc["ratio_single"] == pytest.approx(500.0 / (2 * 40.0))
     assert doc["steps_per_s"]["single"] == pytest.approx(1e6 / 550.0)
     assert doc["steps_per_s"]["processes"] == pytest.approx(1e6 / 330.0)
-    assert doc["camera_overhead"] == pytest.approx(15000.0 / 12000.0)  # over the mean around the run
-    assert doc["camera_overhead_processes"] is None  # not measured in this document
+    assert doc["camera_overhead_single"] == pytest.approx(15000.0 / 12000.0)  # over the mean around the run
+    assert doc["camera_overhead"] == pytest.approx(16000.0 / 13000.0)  # the default layout: processes
     assert doc["hash_efficiency"] == 0.9
     assert doc["rss_growth"] == 1.02
     assert doc["lost_messages"] == 3  # one incomplete step + two missing /clock messages
