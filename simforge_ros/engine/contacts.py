@@ -59,10 +59,19 @@ class ContactTracker:
 
     def update(self, tick: int, t_us: int, ego: Body, actors: list[Body]) -> list[ContactEvent]:
         """Events for pairs that overlap now and did not at the previous update."""
-        now: set[tuple[str, str]] = set()
-        events: list[ContactEvent] = []
         pairs = [(ego, a) for a in actors]
         pairs += [(actors[i], actors[j]) for i in range(len(actors)) for j in range(i + 1, len(actors))]
+        return self.update_pairs(tick, t_us, pairs)
+
+    def update_pairs(self, tick: int, t_us: int, pairs: list[tuple[Body, Body]]) -> list[ContactEvent]:
+        """update() given the pairs to test, in update()'s order (ego pairs first, in actor
+        order, then actor pairs (i, j), i < j). A caller may leave out pairs it knows cannot
+        overlap (e.g. rejected by the boxes_overlap radius test): a pair that does not overlap
+        has no effect."""
+        if not pairs and not self._touching:
+            return []  # nothing overlaps and nothing did: no events, no state change
+        now: set[tuple[str, str]] = set()
+        events: list[ContactEvent] = []
         for a, b in pairs:
             if not boxes_overlap(a.box, b.box):
                 continue

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from simforge_ros.core.values import Pose2D
-from simforge_ros.engine.geometry import Box, clamp, offset_pose, wrap_angle
+from simforge_ros.engine.geometry import Box, offset_pose
 from simforge_ros.engine.scenario import VehicleParams
 
 
@@ -38,27 +38,66 @@ class EgoState:
     accel_cmd_mps2: float = 0.0
 
 
+def bicycle_tick(
+    x_m: float,
+    y_m: float,
+    yaw_rad: float,
+    speed_mps: float,
+    steer_rad: float,
+    params: VehicleParams,
+    steer_cmd_rad: float,
+    accel_cmd_mps2: float,
+    dt_s: float,
+) -> tuple[float, float, float, float, float, float]:
+    """step_bicycle on plain floats: (x, y, yaw, speed, steer, accel) after one tick.
+
+    The engine's per-tick path (no EgoState/Pose2D built per tick). clamp() is written out
+    (the same comparisons in the same order) to save three calls a tick.
+    """
+    max_steer = params.max_steer_rad
+    steer_target = steer_cmd_rad
+    if steer_target < -max_steer:
+        steer_target = -max_steer
+    elif steer_target > max_steer:
+        steer_target = max_steer
+    max_dsteer = params.max_steer_rate_radps * dt_s
+    dsteer = steer_target - steer_rad
+    if dsteer < -max_dsteer:
+        dsteer = -max_dsteer
+    elif dsteer > max_dsteer:
+        dsteer = max_dsteer
+    steer = steer_rad + dsteer
+    accel = accel_cmd_mps2
+    if accel < -params.max_brake_mps2:
+        accel = -params.max_brake_mps2
+    elif accel > params.max_accel_mps2:
+        accel = params.max_accel_mps2
+    speed = speed_mps + accel * dt_s
+    if speed < 0.0:
+        speed = 0.0
+        accel = 0.0 if speed_mps == 0.0 else -speed_mps / dt_s
+    ds = (speed_mps + speed) * 0.5 * dt_s
+    dyaw = ds * math.tan(steer) / params.wheelbase_m
+    yaw_mid = yaw_rad + 0.5 * dyaw
+    return (
+        x_m + ds * math.cos(yaw_mid),
+        y_m + ds * math.sin(yaw_mid),
+        math.remainder(yaw_rad + dyaw, math.tau),  # wrap_angle
+        speed,
+        steer,
+        accel,
+    )
+
+
 def step_bicycle(
     state: EgoState, params: VehicleParams, steer_cmd_rad: float, accel_cmd_mps2: float, dt_s: float
 ) -> EgoState:
     """One tick of the kinematic bicycle (see the module docstring for the exact order)."""
-    steer_target = clamp(steer_cmd_rad, -params.max_steer_rad, params.max_steer_rad)
-    max_dsteer = params.max_steer_rate_radps * dt_s
-    steer = state.steer_rad + clamp(steer_target - state.steer_rad, -max_dsteer, max_dsteer)
-    accel = clamp(accel_cmd_mps2, -params.max_brake_mps2, params.max_accel_mps2)
-    speed = state.speed_mps + accel * dt_s
-    if speed < 0.0:
-        speed = 0.0
-        accel = 0.0 if state.speed_mps == 0.0 else -state.speed_mps / dt_s
-    ds = (state.speed_mps + speed) * 0.5 * dt_s
-    dyaw = ds * math.tan(steer) / params.wheelbase_m
-    yaw_mid = state.pose.yaw_rad + 0.5 * dyaw
-    pose = Pose2D(
-        state.pose.x_m + ds * math.cos(yaw_mid),
-        state.pose.y_m + ds * math.sin(yaw_mid),
-        wrap_angle(state.pose.yaw_rad + dyaw),
+    p = state.pose
+    x, y, yaw, speed, steer, accel = bicycle_tick(
+        p.x_m, p.y_m, p.yaw_rad, state.speed_mps, state.steer_rad, params, steer_cmd_rad, accel_cmd_mps2, dt_s
     )
-    return EgoState(pose, speed, steer, accel, steer_cmd_rad, accel_cmd_mps2)
+    return EgoState(Pose2D(x, y, yaw), speed, steer, accel, steer_cmd_rad, accel_cmd_mps2)
 
 
 def ego_box(state: EgoState, params: VehicleParams) -> Box:

@@ -10,6 +10,8 @@ first tick that ends after handover.t_us integrates the bicycle from the last re
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -18,15 +20,23 @@ import numpy as np
 from simforge_ros.core.values import FrameStamp, Pose2D, VehicleState
 from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS
 from simforge_ros.engine.contacts import EGO_ID, Body, ContactEvent, ContactTracker
-from simforge_ros.engine.digest import chain, encode_state, root_digest
+from simforge_ros.engine.digest import root_digest, state_struct
 from simforge_ros.engine.geometry import Box, offset_pose, wrap_angle
 from simforge_ros.engine.paths import PathReplay
 from simforge_ros.engine.render import RenderBox, Renderer, pedestrian_boxes, signal_boxes, vehicle_boxes
 from simforge_ros.engine.scenario import Scenario
-from simforge_ros.engine.signals import STATE_CODES, signal_state
-from simforge_ros.engine.vehicle import EgoState, ego_box, step_bicycle
+from simforge_ros.engine.signals import SignalCodes, signal_state
+from simforge_ros.engine.vehicle import EgoState, bicycle_tick, ego_box
 
 ENGINE_VERSION = "simforge-engine/1.0.0"
+
+
+_flatten = itertools.chain.from_iterable
+_sha256 = hashlib.sha256
+
+
+def _squared(v: float) -> float:
+    return v * v
 
 
 class StaleRenderError(ValueError):
@@ -71,11 +81,37 @@ class Engine:
         self._dt_s = tick_us / 1_000_000
         self._params = scenario.ego.vehicle
         self._replays = [PathReplay(a.path) for a in scenario.actors]
+        self._xyz_at = [r.xyz_at for r in self._replays]  # bound once: called for every actor every tick
+        self._signal_codes = SignalCodes(scenario.signals)
+        self._state_struct = state_struct(len(scenario.actors), len(scenario.signals))
+        # Contact broad phase: footprints never change size, so each pair's squared reach (the
+        # first test of boxes_overlap, same operands, same bits) is worked out once.
+        params = self._params
+        self._box_offset_m = params.box_offset_m
+        ego_radius = Box(0.0, 0.0, 0.0, params.length_m, params.width_m).radius_m()
+        radii = [Box(0.0, 0.0, 0.0, a.length_m, a.width_m).radius_m() for a in scenario.actors]
+        self._ego_reach2 = [_squared(ego_radius + r) for r in radii]
+        # Actor pairs also have a known top closing speed (the sum of their paths' top speeds):
+        # a pair found D apart cannot come within reach for (D - reach - 2 margin) / closing
+        # seconds, so it is not tested again before then (the test could only say "apart").
+        # margin (1 mm + 1e-9 of the size of the coordinates and the reach) dwarfs the rounding
+        # of the interpolated positions and of D.
+        self._pairs: list[tuple[int, int, float, float, float]] = []
+        for i in range(len(radii)):
+            for j in range(i + 1, len(radii)):
+                ri, rj = self._replays[i], self._replays[j]
+                reach = radii[i] + radii[j]
+                margin_m = 1e-3 + 1e-9 * (max(ri.extent_m, rj.extent_m) + reach)
+                closing_mps = (ri.max_speed_mps + rj.max_speed_mps) * (1.0 + 1e-9)
+                us_per_m = 1e6 / closing_mps if closing_mps > 0.0 else math.inf
+                self._pairs.append((i, j, _squared(reach), reach + 2.0 * margin_m, us_per_m))
+        self._pair_next_us = [0] * len(self._pairs)  # per pair: first time it must be tested again
         self._handover_us = scenario.handover.t_us if scenario.handover else -1
         self._handover = PathReplay(scenario.handover.path) if scenario.handover else None
         self._tick = 0
         if self._handover is not None:
-            self._ego = self._replayed(0, 0.0, 0.0, 0.0)
+            x, y, yaw, speed, steer, accel = self._replayed(0, 0.0)
+            self._ego = EgoState(Pose2D(x, y, yaw), speed, steer, accel, 0.0, 0.0)
         else:
             self._ego = EgoState(scenario.ego.start, scenario.ego.start_speed_mps)
         self._tracker = ContactTracker()
@@ -83,8 +119,15 @@ class Engine:
         self._digest = root_digest(scenario.source_bytes, seed)
         self._history: list[str] | None = [] if keep_history else None
         self._renderer: Renderer | None = None
-        self._actor_poses: list[Pose2D] = []
-        self._contacts.extend(self._observe())
+        # Actor poses of the current tick as (x, y, yaw); Pose2D values are built on request.
+        self._actor_xyz: list[tuple[float, float, float]] = []
+        e = self._ego
+        p = e.pose
+        self._contacts.extend(
+            self._observe(
+                0, p.x_m, p.y_m, p.yaw_rad, e.speed_mps, e.steer_rad, e.accel_mps2, e.steer_cmd_rad, e.accel_cmd_mps2
+            )
+        )
 
     # ---- time -------------------------------------------------------------------------------
     @property
@@ -118,14 +161,29 @@ class Engine:
         if not (math.isfinite(steer) and math.isfinite(accel)):
             raise ValueError(f"controls must be finite, got steer {steer_rad!r}, accel {accel_mps2!r}")
         events: list[ContactEvent] = []
+        if n_ticks == 0:
+            return events
+        # The ego is carried as plain floats tick to tick; EgoState is built once at the end.
+        e = self._ego
+        p = e.pose
+        x, y, yaw, speed, steer_now, accel_now = p.x_m, p.y_m, p.yaw_rad, e.speed_mps, e.steer_rad, e.accel_mps2
+        params = self._params
+        dt_s = self._dt_s
+        tick_us = self.tick_us
+        handover_us = self._handover_us
+        observe = self._observe
+        tick = self._tick
         for _ in range(n_ticks):
-            t_next = (self._tick + 1) * self.tick_us
-            if t_next <= self._handover_us:
-                self._ego = self._replayed(t_next, self._ego.speed_mps, steer, accel)
+            tick += 1
+            if tick * tick_us <= handover_us:
+                x, y, yaw, speed, steer_now, accel_now = self._replayed(tick * tick_us, speed)
             else:
-                self._ego = step_bicycle(self._ego, self._params, steer, accel, self._dt_s)
-            self._tick += 1
-            events.extend(self._observe())
+                x, y, yaw, speed, steer_now, accel_now = bicycle_tick(
+                    x, y, yaw, speed, steer_now, params, steer, accel, dt_s
+                )
+            events += observe(tick, x, y, yaw, speed, steer_now, accel_now, steer, accel)
+        self._tick = tick
+        self._ego = EgoState(Pose2D(x, y, yaw), speed, steer_now, accel_now, steer, accel)
         self._contacts.extend(events)
         return events
 
@@ -144,8 +202,9 @@ class Engine:
             e.accel_cmd_mps2,
         )
 
-    def _replayed(self, t_us: int, prev_speed: float, steer_cmd: float, accel_cmd: float) -> EgoState:
-        """Ego state on its recorded path at t_us (speed and yaw rate of the segment leading in)."""
+    def _replayed(self, t_us: int, prev_speed: float) -> tuple[float, float, float, float, float, float]:
+        """Ego (x, y, yaw, speed, steer, accel) on its recorded path at t_us (speed and yaw
+        rate of the segment leading in)."""
         path = self._handover
         assert path is not None
         probe = t_us - 1 if t_us > 0 else 0
@@ -153,28 +212,75 @@ class Engine:
         yaw_rate = path.yaw_rate_at(probe)
         steer = math.atan(self._params.wheelbase_m * yaw_rate / speed) if speed > 0.1 else 0.0
         accel = (speed - prev_speed) / self._dt_s if t_us > 0 else 0.0
-        return EgoState(path.pose_at(t_us), speed, steer, accel, steer_cmd, accel_cmd)
+        x, y, yaw = path.xyz_at(t_us)
+        return x, y, yaw, speed, steer, accel
 
-    def _observe(self) -> list[ContactEvent]:
-        """Update actor poses, detect contact starts, chain the digest for the current tick."""
-        t = self.t_us
-        self._actor_poses = [r.pose_at(t) for r in self._replays]
-        e = self._ego
-        ego_body = Body(
-            EGO_ID,
-            ego_box(e, self._params),
-            e.speed_mps * math.cos(e.pose.yaw_rad),
-            e.speed_mps * math.sin(e.pose.yaw_rad),
+    def _observe(
+        self,
+        tick: int,
+        x: float,
+        y: float,
+        yaw: float,
+        speed: float,
+        steer: float,
+        accel: float,
+        steer_cmd: float,
+        accel_cmd: float,
+    ) -> list[ContactEvent]:
+        """Update actor poses, detect contact starts, chain the digest for tick ``tick`` with
+        the ego in the given state (the fields of EgoState, in order)."""
+        t = tick * self.tick_us
+        xyz = [pose_at(t) for pose_at in self._xyz_at]
+        self._actor_xyz = xyz
+        # Ego footprint centre as ego_box() computes it (offset_pose with left_m = 0.0).
+        c = math.cos(yaw)
+        s = math.sin(yaw)
+        off = self._box_offset_m
+        ex = x + (off * c - 0.0 * s)
+        ey = y + (off * s + 0.0 * c)
+        # Broad phase: only pairs that pass boxes_overlap's radius test need Box/Body values.
+        candidates: list[tuple[int, int]] = []
+        ego_reach2 = self._ego_reach2
+        for k, (ax, ay, _) in enumerate(xyz):
+            dx = ex - ax
+            dy = ey - ay
+            if not dx * dx + dy * dy >= ego_reach2[k]:
+                candidates.append((-1, k))
+        next_us = self._pair_next_us
+        for n, (i, j, reach2, slack_m, us_per_m) in enumerate(self._pairs):
+            if t < next_us[n]:
+                continue
+            a = xyz[i]
+            b = xyz[j]
+            dx = a[0] - b[0]
+            dy = a[1] - b[1]
+            d2 = dx * dx + dy * dy
+            if not d2 >= reach2:
+                candidates.append((i, j))
+            else:
+                gap_m = math.sqrt(d2) - slack_m
+                if gap_m > 0.0:  # capped at ~30 years: a pair that never moves has us_per_m = inf
+                    next_us[n] = t + int(min(gap_m * us_per_m, 1e15))
+        pairs: list[tuple[Body, Body]] = []
+        if candidates:
+            params = self._params
+            bodies: dict[int, Body] = {
+                -1: Body(EGO_ID, Box(ex, ey, yaw, params.length_m, params.width_m), speed * c, speed * s)
+            }
+            for i, j in candidates:
+                for k in (i, j):
+                    if k not in bodies:
+                        actor = self.scenario.actors[k]
+                        ax, ay, ayaw = xyz[k]
+                        vx, vy = self._replays[k].velocity_at(t)
+                        bodies[k] = Body(actor.id, Box(ax, ay, ayaw, actor.length_m, actor.width_m), vx, vy)
+                pairs.append((bodies[i], bodies[j]))
+        events = self._tracker.update_pairs(tick, t, pairs)
+        payload = self._state_struct.pack(
+            tick, t, x, y, yaw, speed, steer, accel, steer_cmd, accel_cmd,
+            *_flatten(xyz), *self._signal_codes.codes_at(t),
         )
-        bodies = []
-        for actor, replay, pose in zip(self.scenario.actors, self._replays, self._actor_poses, strict=True):
-            vx, vy = replay.velocity_at(t)
-            bodies.append(
-                Body(actor.id, Box(pose.x_m, pose.y_m, pose.yaw_rad, actor.length_m, actor.width_m), vx, vy)
-            )
-        events = self._tracker.update(self._tick, t, ego_body, bodies)
-        codes = [STATE_CODES[signal_state(s, t)] for s in self.scenario.signals]
-        self._digest = chain(self._digest, encode_state(self._tick, t, e, self._actor_poses, codes))
+        self._digest = _sha256(self._digest + payload).digest()  # chain(), without the call
         if self._history is not None:
             self._history.append(self._digest.hex())
         return events
@@ -198,7 +304,7 @@ class Engine:
 
     def actor_poses(self) -> dict[str, Pose2D]:
         """Box-centre pose of every scripted actor now."""
-        return {a.id: p for a, p in zip(self.scenario.actors, self._actor_poses, strict=True)}
+        return {a.id: Pose2D(*p) for a, p in zip(self.scenario.actors, self._actor_xyz, strict=True)}
 
     def signal_states(self) -> dict[str, str]:
         """State of every signal now."""
@@ -254,16 +360,14 @@ class Engine:
             b = ego_box(self._ego, self._params)
             p = self._params
             boxes += vehicle_boxes(b.x_m, b.y_m, b.yaw_rad, p.length_m, p.width_m, p.height_m, p.color)
-        for actor, pose in zip(self.scenario.actors, self._actor_poses, strict=True):
+        for actor, (x, y, yaw) in zip(self.scenario.actors, self._actor_xyz, strict=True):
             if actor.kind == "pedestrian":
-                boxes += pedestrian_boxes(
-                    pose.x_m, pose.y_m, pose.yaw_rad, actor.width_m, actor.height_m, actor.color
-                )
+                boxes += pedestrian_boxes(x, y, yaw, actor.width_m, actor.height_m, actor.color)
             else:
                 boxes += vehicle_boxes(
-                    pose.x_m,
-                    pose.y_m,
-                    pose.yaw_rad,
+                    x,
+                    y,
+                    yaw,
                     actor.length_m,
                     actor.width_m,
                     actor.height_m,

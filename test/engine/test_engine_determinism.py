@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 
 import numpy as np
 import pytest
 
 from simforge_ros.engine import Engine, load_scenario
+from simforge_ros.engine.digest import chain, encode_state, root_digest
+from simforge_ros.engine.signals import STATE_CODES
 
 SEEDS = ("right_turn", "unprotected_left", "red_signal", "handover_parked")
 
@@ -118,3 +121,23 @@ def test_perturb_ego_shifts_x():
     other.advance(0.0, 0.0, 1)
     assert engine.digest_history[0] == before == other.digest_history[0]
     assert engine.world_digest != other.world_digest
+
+
+@pytest.mark.parametrize("name", ["red_signal", "handover_parked"])
+def test_digest_chains_encode_state_of_every_tick(name):
+    """The engine's per-tick digest (packed in one go) is chain(encode_state(...)) of its state."""
+    scenario = load_scenario(name)
+    engine = Engine(scenario, 3, keep_history=True)
+
+    def link(previous: bytes) -> bytes:
+        states, poses = engine.signal_states(), engine.actor_poses()
+        codes = [STATE_CODES[states[s.id]] for s in scenario.signals]
+        actors = [poses[a.id] for a in scenario.actors]
+        return chain(previous, encode_state(engine.tick, engine.t_us, engine.ego, actors, codes))
+
+    digest = link(root_digest(scenario.source_bytes, 3))
+    assert digest.hex() == engine.world_digest
+    for k in range(800):  # past red_signal's first phase change and handover_parked's hand-over
+        engine.advance(0.3 * math.sin(k / 40), 1.5 * math.cos(k / 70), 1)
+        digest = link(digest)
+        assert digest.hex() == engine.world_digest, k
