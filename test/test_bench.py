@@ -103,6 +103,20 @@ def test_the_median_of_repeated_runs_is_reported_and_a_failure_always():
     assert bench.median_run([runs[0], failed, runs[1]]) is failed
     with pytest.raises(ValueError):
         bench.median_run([])
+    by_ratio = [dict(r, overhead=o) for r, o in zip(runs, (1.3, 1.1, 1.2), strict=True)]
+    assert bench.median_run(by_ratio, key="overhead")["overhead"] == 1.2
+
+
+def test_camera_overhead_uses_each_runs_own_pairing_when_present():
+    """A run that carries its ratio to the no-ROS loops around it is not re-divided by the
+    mean of every loop of its layout."""
+    doc = _synthetic()
+    for r in doc["loop"]:
+        if r["layout"] == "processes" and r["cameras"]:
+            r["overhead"] = 1.1
+    doc.update(bench.derive(doc))
+    assert doc["camera_overhead"] == 1.1
+    assert doc["camera_overhead_single"] == pytest.approx(15000.0 / 12000.0)
 
 
 def test_quick_plan_is_smaller_and_keeps_its_ratios():
