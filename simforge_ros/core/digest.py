@@ -11,6 +11,7 @@ re-encoded. Verify tools recompute a step digest with ``step_record_bytes``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping
 
@@ -110,8 +111,10 @@ class StepChain(_Chain):
         return self._link(step_record_bytes(step, timing, action, applied, state))
 
 
+@functools.lru_cache(maxsize=64, typed=True)  # typed: True and 1 encode differently
 def frame_header(encoding: str, width: int, height: int, step_bytes: int) -> bytes:
-    """The canonical header hashed before a frame's pixels: [encoding, width, height, step]."""
+    """The canonical header hashed before a frame's pixels: [encoding, width, height, step]
+    (cached: a camera rig has a handful of distinct headers, hashed every step)."""
     return encode([encoding, width, height, step_bytes])
 
 
