@@ -161,6 +161,7 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
     import rclpy
 
+    from simforge_ros.malloc_tuning import tune_malloc
     from simforge_ros.nodes.clock_master import ClockMaster
     from simforge_ros.nodes.common import make_executor
     from simforge_ros.nodes.driver import Driver
@@ -169,6 +170,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
 
     for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
         os.environ.setdefault(key, lease.env[key])
+    tune_malloc()  # what every node process does first (see malloc_tuning)
     context = rclpy.Context()
     rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
     shells: list[Any] = []

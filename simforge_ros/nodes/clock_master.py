@@ -51,6 +51,7 @@ from simforge_ros.core.lockstep import (
 )
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
+from simforge_ros.malloc_tuning import tune_malloc
 from simforge_ros.msg import DriverAction, RunStatus, StepTiming
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
@@ -346,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(NAME, argv):
         return 0
+    tune_malloc()
     rclpy.init(args=argv)
     try:
         try:

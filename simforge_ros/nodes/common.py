@@ -26,6 +26,7 @@ from std_msgs.msg import String
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
+from simforge_ros.malloc_tuning import tune_malloc
 from simforge_ros.params import NODE_PARAMS, coerce
 
 _TYPES = {
@@ -220,6 +221,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(node_name, argv):
         return 0
+    tune_malloc()
     rclpy.init(args=argv)
     stop = {"signal": False}
 
