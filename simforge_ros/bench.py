@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.malloc_tuning import tune_malloc
+from simforge_ros.process_tuning import tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
 DEADLINE_QUICK_S = 600.0  # --quick takes about 1 minute (issue 7: under 2)
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     plan = Plan.make(args.quick)
     # as every node process does: the no-ROS baseline renders with the same allocator settings
-    tune_malloc()
+    tune_process()
     # The single-layout runs happen in this process, whose ROS log stays where the first
     # run pointed it: give the whole bench one log directory of its own and remove it after.
     with tempfile.TemporaryDirectory(prefix="simforge-bench-log-") as log_dir:

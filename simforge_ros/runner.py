@@ -9,6 +9,7 @@ ROS_DOMAIN_ID, localhost discovery and log dir, and leaves no process behind.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
@@ -161,16 +162,16 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
     import rclpy
 
-    from simforge_ros.malloc_tuning import tune_malloc
     from simforge_ros.nodes.clock_master import ClockMaster
     from simforge_ros.nodes.common import make_executor
     from simforge_ros.nodes.driver import Driver
     from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.nodes.sim_bridge import SimBridge
+    from simforge_ros.process_tuning import freeze_startup, tune_process
 
     for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
         os.environ.setdefault(key, lease.env[key])
-    tune_malloc()  # what every node process does first (see malloc_tuning)
+    tune_process()  # what every node process does first (see process_tuning)
     context = rclpy.Context()
     rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
     shells: list[Any] = []
@@ -194,6 +195,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             # loop's thread, 820-900 µs on its own).
             spinner = _Spinner(recorder.node, make_executor(context))
             spinner.start()
+        freeze_startup()
         outcome = clock.run(executor, on_step)
         if recorder is not None:
             wall_deadline = time.monotonic() + 2.0
@@ -218,6 +220,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             shell.node.destroy_node()
         executor.shutdown()
         rclpy.shutdown(context=context)
+        gc.unfreeze()  # this process may run more: what the run froze may be collected again
 
 
 class _Spinner:

@@ -51,7 +51,6 @@ from simforge_ros.core.lockstep import (
 )
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
-from simforge_ros.malloc_tuning import tune_malloc
 from simforge_ros.msg import DriverAction, RunStatus, StepTiming
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
@@ -68,6 +67,7 @@ from simforge_ros.nodes.common import (
     spin_future,
     spin_until,
 )
+from simforge_ros.process_tuning import freeze_startup, tune_process
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(NAME, argv):
         return 0
-    tune_malloc()
+    tune_process()
     rclpy.init(args=argv)
     try:
         try:
@@ -363,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, _on_signal)
         executor = make_executor()
         executor.add_node(clock.node)
+        freeze_startup()
         outcome = clock.run(executor)
         # give the final status time to reach the participants before the node goes away
         spin_until(executor, lambda: False, 0.3)

@@ -26,8 +26,8 @@ from std_msgs.msg import String
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
-from simforge_ros.malloc_tuning import tune_malloc
 from simforge_ros.params import NODE_PARAMS, coerce
+from simforge_ros.process_tuning import freeze_startup, tune_process
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -221,7 +221,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(node_name, argv):
         return 0
-    tune_malloc()
+    tune_process()
     rclpy.init(args=argv)
     stop = {"signal": False}
 
@@ -239,6 +239,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             return EXIT_USAGE
         executor = make_executor()
         executor.add_node(shell.node)
+        freeze_startup()
         try:
             spin_until(executor, lambda: stop["signal"] or shell.finished)
             # let the last answers and publications leave before the node goes away

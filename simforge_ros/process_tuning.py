@@ -1,0 +1,56 @@
+"""Process-wide settings every simforge process applies: the allocator and the collector.
+
+**malloc.** A camera frame is rendered through numpy temporaries of 0.2-1.4 MB and travels
+as 173 KB byte buffers. With glibc's defaults such blocks are mmap()ed and munmap()ed (or
+the heap top trimmed) on every use, so every step touches fresh pages: measured here, a
+fresh process rendering four 320x180 cameras took ~3 200 minor page faults and 12.7 ms a
+step, against ~0 faults and 6.7 ms with the thresholds below (same frames). The blocks are
+reused, not accumulated: memory stays flat.
+
+**gc.** A node allocates many small containers a step (messages, dicts, futures), so
+Python's cyclic collector runs often, and its older generations walk every object the
+process holds (rclpy, numpy, the rosbags typestore...): py-spy put a quarter of the
+recorder's time in gc_collect_main. ``freeze_startup`` moves what exists once a node is
+built into the permanent generation (never scanned again), and the young-generation
+threshold is raised so the per-step garbage is swept in larger, rarer batches.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+
+M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
+M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 32 << 20  # the largest value glibc accepts on 64-bit
+TRIM_THRESHOLD_BYTES = 128 << 20
+GC_THRESHOLDS = (20_000, 20, 20)  # CPython's defaults: (700, 10, 10)
+
+
+def tune_malloc() -> bool:
+    """Raise glibc's mmap and trim thresholds for this process; False where the C library
+    has no mallopt (not glibc) or refuses the values (nothing is changed then)."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
+    )
+
+
+def tune_process() -> bool:
+    """What a simforge process does first: malloc thresholds and gc thresholds. Returns
+    whether the malloc part applied (the gc part always does)."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    return tune_malloc()
+
+
+def freeze_startup() -> None:
+    """Once the nodes are built: collect, then keep every object alive now out of all
+    later collections (they live as long as the run; a process that goes on after the
+    run calls gc.unfreeze())."""
+    gc.collect()
+    gc.freeze()
