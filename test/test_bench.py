@@ -219,3 +219,13 @@ def test_watchdog_stays_quiet_when_the_bench_finishes_in_time():
 def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
     assert bench.main(["--quick", "--deadline-s", "0"]) == 2
     assert "--deadline-s must be a number of seconds > 0" in capsys.readouterr().err
+
+
+def test_a_transport_peer_that_will_not_leave_is_terminated_then_killed():
+    from simforge_ros.benchmarks.transport import _end_peer
+
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
+    time.sleep(0.5)  # its SIGTERM handler is in place
+    _end_peer(stubborn, grace_s=0.5)
+    assert stubborn.returncode == -9  # SIGTERM ignored, SIGKILL ended it

@@ -213,12 +213,23 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
                 executor.shutdown()
     finally:
         if peer is not None:
-            try:
-                peer.wait(timeout=5.0)
-            except subprocess.TimeoutExpired:
-                peer.terminate()
-                peer.wait(timeout=5.0)
+            _end_peer(peer)
     return FloorResult(where, executor_kind, summary(service), summary(topic))
+
+
+def _end_peer(peer: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Reap the peer; one that does not leave after its stop message is terminated, then
+    killed (a peer once hung in its teardown: the figures are taken by then)."""
+    for stop in (None, peer.terminate, peer.kill):
+        if stop is not None:
+            print(f"[bench] the transport peer (pid {peer.pid}) did not exit: {stop.__name__}", file=sys.stderr)
+            stop()
+        try:
+            peer.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+    peer.wait()
 
 
 def _peer_main(args: argparse.Namespace) -> int:
