@@ -57,8 +57,10 @@ from simforge_ros.nodes.common import (
     HOST,
     LATCHED_QOS,
     RECORD_QOS,
+    TEARDOWN_S,
     WALL_POLL_S,
     declare_params,
+    exit_if_stuck,
     help_requested,
     make_executor,
     period,
@@ -370,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         if outcome.refusal is not None:
             print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
         print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
+        exit_if_stuck(TEARDOWN_S, outcome.exit_code)  # the outcome is out (see exit_if_stuck)
         # detach, destroy, then shut down: destroying a node still held by a shut-down
         # EventsExecutor was seen to spin forever (same order as run_participant)
         executor.remove_node(clock.node)

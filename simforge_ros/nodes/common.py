@@ -155,6 +155,26 @@ def die_now() -> None:
 STOP = threading.Event()
 
 
+TEARDOWN_S = 3.0
+
+
+def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
+    """Leave the process with ``code`` if it is still here after ``seconds``.
+
+    Armed before a node is torn down: rclpy's teardown was seen to spin at 100% CPU
+    forever (in Node.destroy_node / EventHandler.__exit__ after an EventsExecutor spun the
+    node), and a node that never exits is worse than one that skips its cleanup. Call it
+    only once the node's results are out (answers sent, files written)."""
+    def _leave() -> None:
+        print(f"teardown did not finish within {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
+        os._exit(code)
+
+    timer = threading.Timer(seconds, _leave)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
 def stall_forever() -> None:
     """Fault injection `stall=NODE@K`: stop answering, as a hung process would, until
     the launcher stops this process."""
@@ -250,6 +270,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
                 close()
             # detach before destroying, then shut down: destroying a node still on a shut-down
             # EventsExecutor was seen to spin in Node.destroy_node (benchmarks.transport.measure)
+            exit_if_stuck(TEARDOWN_S, 0)  # what was recorded is written by now
             executor.remove_node(shell.node)
             shell.node.destroy_node()
             executor.shutdown()
