@@ -197,13 +197,10 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             spinner.start()
         freeze_startup()
         outcome = clock.run(executor, on_step)
-        if recorder is not None:
+        if recorder is not None:  # its own thread answers Finish: wait for the flag only
             wall_deadline = time.monotonic() + 2.0
             while not recorder.finished and time.monotonic() < wall_deadline:
-                if spinner is None:
-                    executor.spin_once(timeout_sec=0.05)
-                else:
-                    time.sleep(0.005)
+                time.sleep(0.005)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
     finally:
         if spinner is not None:
