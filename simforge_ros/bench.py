@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.process_tuning import tune_process
+from simforge_ros.process_tuning import exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
 DEADLINE_QUICK_S = 600.0  # --quick takes about 1 minute (issue 7: under 2)
@@ -138,24 +138,23 @@ class Watchdog:
 
     def __init__(self, deadline_s: float) -> None:
         self.deadline_s = deadline_s
-        self._timer = threading.Timer(deadline_s, self._fire)
-        self._timer.daemon = True
+        self._timer: threading.Timer | None = None
 
     def __enter__(self) -> Watchdog:
-        self._timer.start()
+        self._timer = exit_after(self.deadline_s, EXIT_FAILURE, self._last_words)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
 
-    def _fire(self) -> None:
+    def _last_words(self) -> None:
         err = BenchTimeout(f"simforge bench still in \"{_SECTION[0]}\" after {self.deadline_s:g} s; "
                            f"every process it started is killed, no JSON is written")
         print(f"simforge bench: refused: {err.code}: {err}", file=sys.stderr, flush=True)
         for pid in descendants(os.getpid()):
             with contextlib.suppress(OSError):  # gone already
                 os.kill(pid, signal.SIGKILL)
-        os._exit(EXIT_FAILURE)
 
 
 def measure_all(plan: Plan) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
+import threading
+from collections.abc import Callable
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
@@ -54,3 +57,19 @@ def freeze_startup() -> None:
     run calls gc.unfreeze())."""
     gc.collect()
     gc.freeze()
+
+
+def exit_after(seconds: float, code: int, last_words: Callable[[], None]) -> threading.Timer:
+    """Leave the process with ``code`` after ``seconds`` unless the returned timer is
+    cancelled; ``last_words`` runs first (say why, kill children).
+
+    os._exit from a daemon thread: what it guards against (rclpy spinning forever in C
+    code or in a loop during teardown) cannot be interrupted by an exception."""
+    def _leave() -> None:
+        last_words()
+        os._exit(code)
+
+    timer = threading.Timer(seconds, _leave)
+    timer.daemon = True
+    timer.start()
+    return timer

@@ -163,7 +163,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     import rclpy
 
     from simforge_ros.nodes.clock_master import ClockMaster
-    from simforge_ros.nodes.common import make_executor
+    from simforge_ros.nodes.common import close_nodes, make_executor
     from simforge_ros.nodes.driver import Driver
     from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.nodes.sim_bridge import SimBridge
@@ -209,13 +209,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             close = getattr(shell, "close", None)
             if close is not None:
                 close()
-        # detach, destroy, then shut down (a node destroyed while still held by a shut-down
-        # EventsExecutor was seen to spin forever)
-        for shell in shells:
-            if spinner is None or shell.node is not spinner.node:
-                executor.remove_node(shell.node)
-            shell.node.destroy_node()
-        executor.shutdown()
+        close_nodes(executor, [shell.node for shell in shells])
         rclpy.shutdown(context=context)
         gc.unfreeze()  # this process may run more: what the run froze may be collected again
 

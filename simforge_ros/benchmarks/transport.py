@@ -96,12 +96,14 @@ class Prober:
         Raises:
             TimeoutError: the peer did not appear in time.
         """
-        deadline = time.monotonic() + timeout_s
-        while not (self._client.service_is_ready() and self._ping.get_subscription_count() > 0
-                   and self._pong_matched()):
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"the bench peer did not appear within {timeout_s:.0f} s")
-            self.executor.spin_once(timeout_sec=0.02)
+        from simforge_ros.nodes.common import spin_until
+
+        def ready() -> bool:
+            return (self._client.service_is_ready() and self._ping.get_subscription_count() > 0
+                    and self._pong_matched())
+
+        if not spin_until(self.executor, ready, timeout_s):
+            raise TimeoutError(f"the bench peer did not appear within {timeout_s:g} s")
 
     def _pong_matched(self) -> bool:
         return self.node.count_publishers(PONG) > 0
@@ -187,7 +189,7 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
         )
     elif where != "one_process":
         raise ValueError(f"where must be two_processes or one_process, got {where!r}")
-    from simforge_ros.nodes.common import spin_until
+    from simforge_ros.nodes.common import close_nodes, spin_until
 
     try:
         with _context(lease.domain_id) as context:
@@ -205,13 +207,7 @@ def measure(lease: Any, where: str, executor_kind: str, n: int, warmup: int = 20
                 prober.stop_peer()
                 spin_until(executor, lambda: False, 0.1)  # let the last answers leave
             finally:
-                # Detach each node before destroying it, then shut the executor down: destroying
-                # a node still added to a shut-down EventsExecutor was seen to spin at 100% CPU
-                # for hours inside Node.destroy_node (bench --quick, 2026-12-02).
-                for node in nodes:
-                    executor.remove_node(node)
-                    node.destroy_node()
-                executor.shutdown()
+                close_nodes(executor, nodes)
     finally:
         if peer is not None:
             _end_peer(peer)

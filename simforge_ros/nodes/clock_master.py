@@ -59,6 +59,7 @@ from simforge_ros.nodes.common import (
     RECORD_QOS,
     TEARDOWN_S,
     WALL_POLL_S,
+    close_nodes,
     declare_params,
     exit_if_stuck,
     help_requested,
@@ -373,11 +374,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
         print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
         exit_if_stuck(TEARDOWN_S, outcome.exit_code)  # the outcome is out (see exit_if_stuck)
-        # detach, destroy, then shut down: destroying a node still held by a shut-down
-        # EventsExecutor was seen to spin forever (same order as run_participant)
-        executor.remove_node(clock.node)
-        clock.node.destroy_node()
-        executor.shutdown()
+        close_nodes(executor, [clock.node])
         return outcome.exit_code
     except Exception as err:  # noqa: BLE001 - report, never a bare traceback
         print(f"{NAME}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)

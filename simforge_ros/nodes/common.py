@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import rclpy
@@ -27,7 +27,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, coerce
-from simforge_ros.process_tuning import freeze_startup, tune_process
+from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -165,14 +165,22 @@ def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
     forever (in Node.destroy_node / EventHandler.__exit__ after an EventsExecutor spun the
     node), and a node that never exits is worse than one that skips its cleanup. Call it
     only once the node's results are out (answers sent, files written)."""
-    def _leave() -> None:
+    def _say() -> None:
         print(f"teardown did not finish within {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
-        os._exit(code)
 
-    timer = threading.Timer(seconds, _leave)
-    timer.daemon = True
-    timer.start()
-    return timer
+    return exit_after(seconds, code, _say)
+
+
+def close_nodes(executor: Executor, nodes: Iterable[Node]) -> None:
+    """Detach each node from ``executor`` (if it holds it), destroy it, then shut the
+    executor down: destroying a node still held by a shut-down EventsExecutor was seen
+    to spin at 100% CPU for hours inside Node.destroy_node (bench --quick, 2026-12-02)."""
+    held = set(executor.get_nodes())
+    for node in nodes:
+        if node in held:
+            executor.remove_node(node)
+        node.destroy_node()
+    executor.shutdown()
 
 
 def stall_forever() -> None:
@@ -268,12 +276,8 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             close = getattr(shell, "close", None)
             if close is not None:
                 close()
-            # detach before destroying, then shut down: destroying a node still on a shut-down
-            # EventsExecutor was seen to spin in Node.destroy_node (benchmarks.transport.measure)
             exit_if_stuck(TEARDOWN_S, 0)  # what was recorded is written by now
-            executor.remove_node(shell.node)
-            shell.node.destroy_node()
-            executor.shutdown()
+            close_nodes(executor, [shell.node])
         return 0
     except Exception as err:  # noqa: BLE001 - the one place a node reports an unexpected error
         print(f"{node_name}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
