@@ -39,7 +39,7 @@ MISSING = _Missing()
 _KNOWN = ("step", "t_us", "timing", "state", "frames", "frames_digest", "action", "applied", "digest")
 _PHRASES = {
     "timing": "timing",
-    "state": "state",
+    "state": "vehicle state",
     "frames": "camera frames",
     "controller": "controller output",
     "other": "the record",
@@ -160,10 +160,9 @@ def diff_steps(a: Sequence[Mapping[str, object]], b: Sequence[Mapping[str, objec
     return DiffResult(True, steps=len(a))
 
 
-def _fmt(value: object) -> str:
-    if value is MISSING:
-        return "missing"
-    text = repr(value)
+def format_value(value: object) -> str:
+    """A value as a diff line shows it: its repr, at most 80 characters, or "missing"."""
+    text = "missing" if value is MISSING else repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -181,5 +180,5 @@ def describe(result: DiffResult) -> str:
     also = "; camera frames differ at this step too" if result.frames_differ and result.first != "frames" else ""
     return (
         f"first difference at step {result.step}: {phrase} differed first "
-        f"({result.field}: {_fmt(result.a)} vs {_fmt(result.b)}){also}"
+        f"({result.field}: {format_value(result.a)} vs {format_value(result.b)}){also}"
     )

@@ -15,18 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.diffing import MISSING, DiffResult, diff_steps
+from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
 
-PHRASES = {
-    "timing": "timing",
-    "state": "vehicle state",
-    "frames": "camera frames",
-    "controller": "controller output",
-    "other": "the record",
-    "digest": "the digest (all fields equal)",
-}
 WALL_KEYS = ("wall",)
 """Step record keys holding wall-clock readings: different on every run, never compared."""
 
@@ -45,7 +37,7 @@ def check_comparable(a: RunDir, b: RunDir) -> None:
         if a.manifest[key] != b.manifest[key]:
             raise DiffRefused(
                 f"{a.path / MANIFEST} and {b.path / MANIFEST}: different {key} "
-                f"({_fmt(a.manifest[key])} vs {_fmt(b.manifest[key])}); pass --force to compare anyway"
+                f"({format_value(a.manifest[key])} vs {format_value(b.manifest[key])}); pass --force to compare anyway"
             )
 
 
@@ -60,28 +52,6 @@ def diff_runs(a: Path, b: Path, force: bool = False) -> DiffResult:
     if not force:
         check_comparable(run_a, run_b)
     return diff_steps(step_records(run_a, WALL_KEYS), step_records(run_b, WALL_KEYS))
-
-
-def _fmt(value: object) -> str:
-    text = "missing" if value is MISSING else repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def describe(result: DiffResult) -> str:
-    """One line for humans: "identical (60 steps)" or "first difference at step 40:
-    controller output differed first (action.steer_rad: 0.1 vs 0.1001)"."""
-    if result.identical:
-        return f"identical ({result.steps} steps)"
-    if result.first == "steps":
-        return (
-            f"first difference at step {result.step}: the runs have different lengths "
-            f"({result.a} vs {result.b} steps)"
-        )
-    phrase = PHRASES.get(result.first or "", result.first or "?")
-    return (
-        f"first difference at step {result.step}: {phrase} differed first "
-        f"({result.field}: {_fmt(result.a)} vs {_fmt(result.b)})"
-    )
 
 
 def _json_value(value: object) -> object:

@@ -109,3 +109,16 @@ def test_json_round_trip_is_identical() -> None:
     a, _ = runs()
     b = [json.loads(json.dumps(r)) for r in a]
     assert diff_steps(a, b).identical
+
+
+def test_describe_says_when_frames_differ_too() -> None:
+    """The CLI prints this line: frames differing at the same step are worth knowing."""
+    both = DiffResult(False, 40, "state", "state.pose.x_m", 1.0, 1.5, 40, frames_differ=True)
+    assert describe(both) == (
+        "first difference at step 40: vehicle state differed first (state.pose.x_m: 1.0 vs 1.5); "
+        "camera frames differ at this step too"
+    )
+    frames = DiffResult(False, 40, "frames", "frames.front", "aa", "bb", 40, frames_differ=True)
+    assert "too" not in describe(frames)
+    long = DiffResult(False, 3, "controller", "action.steer_rad", MISSING, "x" * 200, 3)
+    assert "(action.steer_rad: missing vs 'xxx" in describe(long) and describe(long).endswith("...)")
