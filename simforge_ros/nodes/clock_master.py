@@ -2,9 +2,10 @@
 
 It publishes /clock = t(k) once per step, calls the bridge's Step service and the
 driver's Decide service with a wall-clock timeout each, runs the contract checks, delays
-the action by the latency in steps, and publishes the step's timing record, action and
-applied action (each step's outputs leave with the next service request, so their
-publishing overlaps the participant's work; the last ones before Finish). Any refusal
+the action by the latency in steps, and publishes the step's vehicle state (the one the
+bridge's Step answer carried), timing record, action and applied action (each step's
+outputs leave with the next service request, so their publishing overlaps the
+participant's work; the last ones before Finish). Any refusal
 is published as the run status with its code, step and detail; the process exits with
 the refusal's exit code. The loop itself is core.lockstep.run_lockstep; this file only
 carries its calls over ROS.
@@ -23,6 +24,7 @@ from typing import Any
 
 import rclpy
 from rclpy.client import Client
+from rclpy.duration import Duration
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -52,6 +54,7 @@ from simforge_ros.core.lockstep import (
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
 from simforge_ros.msg import DriverAction, RunStatus, StepTiming
+from simforge_ros.msg import VehicleState as VehicleStateMsg
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
@@ -76,6 +79,8 @@ from simforge_ros.srv import Decide, Finish, Step
 NAME = "clock_master"
 # The one line a launcher reads from the clock master's stdout for the outcome.
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
+# Wall-clock wait for the recorder to acknowledge the last records before Finish is sent.
+ACKED_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,7 @@ class ClockMaster:
         self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
         self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)
         self._applied_pub = self.node.create_publisher(DriverAction, topics.APPLIED, RECORD_QOS)
+        self._state_pub = self.node.create_publisher(VehicleStateMsg, topics.STATE, RECORD_QOS)
         self._status_pub = self.node.create_publisher(RunStatus, topics.STATUS, LATCHED_QOS)
         self._params_pub = publish_node_params(self.node, NAME, values)
         self._bridge = _Peer(self.node.create_client(Step, topics.STEP_SERVICE), "sim_bridge")
@@ -209,8 +215,9 @@ class ClockMaster:
         # The step's outputs go out while the participant works on the request: a
         # publish costs a good part of a hop, and here it overlaps the participant's work
         # (processes layout, 10 interleaved runs: median per-step x0.87). Each topic keeps
-        # its order; a topic and a service were never ordered with each other. (Deferring
-        # the bridge's state publish past its response, with a task, measured slower.)
+        # its order; a topic and a service were never ordered with each other. (The
+        # bridge's state goes out here too, see step; a task in the bridge publishing it
+        # after the answer measured slower.)
         self._flush()
         wall_deadline = time.monotonic() + timeout_s
         # The answer usually comes well within one poll interval: only when it has not is
@@ -240,6 +247,12 @@ class ClockMaster:
         response = self._call(self._bridge, msg, request.step, self.config.participant_timeout_s)
         if not response.ok:
             raise refusal_from_code(response.refusal_code, request.step, f"sim_bridge: {response.detail}")
+        # The observed state is published from here, not by the bridge before it answers,
+        # where it lengthened every step by a publish (2 000-step runs, recorder on, old and
+        # new interleaved: processes per-step median x0.92 over 11 pairs, 0.66-1.20 in this
+        # noisy VM; single 1.10-1.31x steps/s in 4 of 4 pairs). It leaves with the next
+        # request (see _call), also when the contract check then refuses the step.
+        self._pending.append((self._state_pub, response.state))
         return BridgeObservation(
             step=request.step, engine_t_us=response.engine_t_us, tick_us=response.tick_us,
             camera_period_us=response.camera_period_us, cameras=tuple(response.cameras),
@@ -273,7 +286,7 @@ class ClockMaster:
         self._pending.append((self._clock_pub, msg))
 
     def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None:
-        del state  # the bridge publishes the state it observed
+        del state  # published as it came in the Step answer (see step)
         self._cycles_ns.append(timing.wall_step_ns)
         msgs = self._msgs
         # sent with the next Step request, or at the end of the run (run() flushes)
@@ -282,6 +295,18 @@ class ClockMaster:
             (self._action_pub, convert.action_msg(action, msgs.action)),
             (self._applied_pub, convert.action_msg(applied, msgs.applied)),
         ]
+
+    def _wait_recorded(self) -> None:
+        """Return once the recorder has every record published so far (or the wait ran out).
+
+        A topic and a service are not ordered with each other: without this, the Finish
+        request could overtake a refused step's /clock and state, which belong to no
+        complete step and so are not waited for, and they would be missing from the bag.
+        """
+        timeout = Duration(nanoseconds=int(ACKED_WAIT_S * 1e9))
+        for publisher in (self._clock_pub, self._state_pub, self._timing_pub, self._action_pub, self._applied_pub):
+            if not publisher.wait_for_all_acked(timeout):
+                self.node.get_logger().warning(f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s")
 
     def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
         msg = RunStatus()
@@ -319,7 +344,9 @@ class ClockMaster:
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
-        self._flush()  # the last step's records (or a refused run's last /clock)
+        self._flush()  # the last step's records (or a refused run's last /clock and state)
+        if self.config.record:
+            self._wait_recorded()
         chain = ""
         finish_start = time.perf_counter_ns()
         if self.config.record:

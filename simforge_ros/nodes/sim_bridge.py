@@ -1,9 +1,10 @@
 """sim_bridge node: serves /simforge/step over a simulator backend (embedded engine).
 
-Publishes, for every observation, the vehicle state, the camera images (header.stamp the
-exact sim time, frame_id per camera) with CameraInfo, and contact events; answers the clock
-master with the engine's own time, the state and the frame stamps. All stepping logic
-lives in BridgeCore; this file only converts and publishes.
+Publishes, for every observation, the camera images (header.stamp the exact sim time,
+frame_id per camera) with CameraInfo, and contact events; answers the clock master with
+the engine's own time, the vehicle state and the frame stamps (the clock master publishes
+that state on /simforge/state: a publish here would lengthen every step). All stepping
+logic lives in BridgeCore; this file only converts and publishes.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.image_codec import numpy_to_imgmsg
-from simforge_ros.msg import ContactEvent, VehicleState
+from simforge_ros.msg import ContactEvent
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
@@ -70,7 +71,6 @@ class SimBridge:
         self._kill_step = kill.step if kill is not None else None
         self._stall_step = stall.step if stall is not None else None
         self.finished = False
-        self._state_pub = self.node.create_publisher(VehicleState, topics.STATE, RECORD_QOS)
         self._contact_pub = self.node.create_publisher(ContactEvent, topics.CONTACTS, RECORD_QOS)
         self._image_pubs = {
             c: self.node.create_publisher(Image, topics.image_topic(c), RECORD_QOS) for c in self._cameras
@@ -112,7 +112,6 @@ class SimBridge:
                 "engine_version": info.version, "tick_us": info.tick_us,
             })
         state = convert.state_msg(observation.state)
-        self._state_pub.publish(state)
         for frame in frames:
             camera = frame.stamp.camera
             fsec, fnsec = clock_stamp(frame.stamp.t_us)

@@ -3,8 +3,13 @@ every named refusal firing at the right step (and not otherwise)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from runs import lockstep, manifest_of, processes_mentioning, simforge, steps_of
+
+from simforge_ros import topics
+from simforge_ros.record.bag import read_bag
 
 pytestmark = pytest.mark.ros
 
@@ -60,6 +65,17 @@ def test_each_contract_refusal_fires_at_its_step_and_keeps_the_records(tmp_path,
     assert manifest["steps"] == step  # every step before the refusal is kept, chained
     assert [s["step"] for s in steps_of(result)] == list(range(step))
     assert fault in manifest["faults"]
+    # the refused step's observation and /clock are in the bag too: what it was refused on
+    bag = read_bag(Path(result.run_dir) / "bag")
+    by_topic: dict[str, list[int]] = {}
+    for item in bag:
+        if item.topic == topics.STATE:
+            by_topic.setdefault("state", []).append(int(item.msg.step))
+        elif item.topic == topics.CLOCK:
+            stamp = item.msg.clock
+            by_topic.setdefault("clock", []).append(int(stamp.sec * 1_000_000 + stamp.nanosec // 1000))
+    assert by_topic["state"] == list(range(step + 1))
+    assert by_topic["clock"] == [k * 100_000 for k in range(step + 1)]
 
 
 def test_a_rig_error_within_tolerance_does_not_trip_the_pose_guard(tmp_path):
