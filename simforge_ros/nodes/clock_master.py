@@ -303,9 +303,10 @@ class ClockMaster:
         request could overtake a refused step's /clock and state, which belong to no
         complete step and so are not waited for, and they would be missing from the bag.
         """
-        timeout = Duration(nanoseconds=int(ACKED_WAIT_S * 1e9))
+        wall_deadline = time.monotonic() + ACKED_WAIT_S  # one budget for all (a dead recorder acks nothing)
         for publisher in (self._clock_pub, self._state_pub, self._timing_pub, self._action_pub, self._applied_pub):
-            if not publisher.wait_for_all_acked(timeout):
+            left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
+            if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
                 self.node.get_logger().warning(f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s")
 
     def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
