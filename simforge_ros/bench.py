@@ -391,7 +391,7 @@ def table(doc: dict[str, Any]) -> str:
     if adjacent:
         lines.append("  (* right before and right after the processes run; floor_us is their mean)")
     lines += ["", "lockstep loop (per-step µs: wall_step_ns, whole cycle, start-up excluded)",
-              "  layout     cameras recorder   steps   median      p99   steps/s  drain ms  lost"]
+              "  layout     cameras recorder   steps   median      p99   steps/s  drain ms  Step rt  Decide rt  lost"]
     for r in doc.get("loop", []):
         ps = r["per_step_us"]
         lost = "-" if not r["record"] else str(r.get("steps_incomplete", 0) + sum(
@@ -399,9 +399,11 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  {r['layout']:10s} {len(r['cameras']):7d} {'on' if r['record'] else 'off':8s} {r['steps']:7d}"
                      f" {_fmt(ps.get('median'), 0):>8s} {_fmt(ps.get('p99'), 0):>8s}"
                      f" {_fmt(r.get('steps_per_s'), 0):>9s} {_fmt(r.get('finish_ms'), 0):>9s}"
+                     f" {_fmt(ps.get('step_rtt_median'), 0):>8s} {_fmt(ps.get('decide_rtt_median'), 0):>10s}"
                      f"  {lost}{'' if r['status'] == 'counted' else '  ' + r['status']}")
     base, eng, hashing = doc.get("baseline", {}), doc.get("engine", {}), doc.get("hashing", {})
-    lines.append("  (drain: after the last step, until the recorder confirmed every step: its backlog)")
+    lines.append("  (drain: after the last step, until the recorder confirmed every step: its backlog;")
+    lines.append("   Step rt / Decide rt: median round trips of the bridge's and the driver's calls, recorded runs)")
     lines += ["", "without ROS"]
     lines.append(f"  engine: {_fmt(eng.get('ticks_per_s'), 0)} ticks/s; render "
                  f"{_fmt((eng.get('render_ms_per_frame') or {}).get('median'), 2)} ms/frame (320x180, median)")

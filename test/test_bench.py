@@ -125,6 +125,21 @@ def test_quick_plan_is_smaller_and_keeps_its_ratios():
     assert quick.rss_late / quick.rss_early == 10 and full.rss_late / full.rss_early == 20
 
 
+def test_round_trips_are_medians_over_the_timed_steps(tmp_path):
+    steps = tmp_path / "steps.jsonl"
+    walls = [(9_000_000, 9_000_000)] * 2 + [(500_000, 200_000), (700_000, 400_000), (600_000, 300_000)]
+    steps.write_text("".join(
+        json.dumps({"step": k, "wall": {"wall_bridge_ns": b, "wall_driver_ns": d}}) + "\n"
+        for k, (b, d) in enumerate(walls)))
+    assert loop.round_trips(steps, skip=2) == {"step_rtt_median": 600.0, "decide_rtt_median": 300.0}
+    assert loop.round_trips(steps, skip=0)["step_rtt_median"] == 700.0  # start-up steps count when not skipped
+    assert loop.round_trips(steps, skip=5) == {}
+    doc = _synthetic()
+    doc["loop"][0]["per_step_us"].update(step_rtt_median=210.0, decide_rtt_median=190.0)
+    row = next(line for line in bench.table(doc).splitlines() if line.startswith("  single") and " 210 " in line)
+    assert row.split()[8:10] == ["210", "190"]
+
+
 def test_lost_messages_and_rss_growth_helpers():
     cams = ("front",)
     counts = {"/clock": 10, "/simforge/timing": 10, "/simforge/action": 10, "/simforge/applied_action": 10,

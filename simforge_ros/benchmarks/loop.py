@@ -8,7 +8,9 @@ in its outcome; with the recorder on, steps.jsonl holds the same numbers per ste
 
 from __future__ import annotations
 
+import json
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -137,6 +139,23 @@ def lost_messages(counts: dict[str, int], steps: int, cameras: tuple[str, ...]) 
     return {t: steps - counts.get(t, 0) for t in per_step if counts.get(t, 0) != steps}
 
 
+def round_trips(steps_file: Path, skip: int) -> dict[str, float]:
+    """Median Step and Decide round trips (µs) over a run's steps.jsonl, its first ``skip``
+    steps left out as the per-step figures leave them out: where a step's time goes."""
+    bridge, driver = [], []
+    with steps_file.open() as handle:
+        for i, line in enumerate(handle):
+            if i < skip:
+                continue
+            wall = json.loads(line).get("wall") or {}
+            bridge.append(wall.get("wall_bridge_ns", 0))
+            driver.append(wall.get("wall_driver_ns", 0))
+    if not bridge:
+        return {}
+    return {"step_rtt_median": statistics.median(bridge) / 1000.0,
+            "decide_rtt_median": statistics.median(driver) / 1000.0}
+
+
 def run_loop(
     layout: str, cameras: tuple[str, ...], record: bool, steps: int, rss_checkpoint: int | None = None,
     scenario: str = "right_turn", keep: Path | None = None,
@@ -178,6 +197,8 @@ def run_loop(
         "finish_ms": wall.get("finish_ns", 0) / 1e6,
         "run_wall_s": elapsed,
     }
+    if record and timed:
+        out["per_step_us"].update(round_trips(out_dir / "steps.jsonl", wall.get("skipped") or 0))
     if record:
         recorded = result.steps
         out["steps_recorded"] = recorded
