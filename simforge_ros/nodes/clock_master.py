@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -131,6 +131,10 @@ def wall_summary(cycles_ns: Sequence[int], finish_ns: int) -> dict[str, Any]:
             p99_ns=timed[min(len(timed) - 1, (len(timed) * 99) // 100)], max_ns=timed[-1],
         )
     return out
+
+
+def _has_reader(publisher: Any) -> Callable[[], bool]:
+    return lambda: bool(publisher.get_subscription_count() > 0)
 
 
 class _Peer:
@@ -304,7 +308,7 @@ class ClockMaster:
         complete step and so are not waited for, and they would be missing from the bag.
         """
         wall_deadline = time.monotonic() + ACKED_WAIT_S  # one budget for all (a dead recorder acks nothing)
-        for publisher in (self._clock_pub, self._state_pub, self._timing_pub, self._action_pub, self._applied_pub):
+        for publisher in self._record_publishers():
             left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
             if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
                 self.node.get_logger().warning(f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s")
@@ -318,18 +322,29 @@ class ClockMaster:
         return msg
 
     # -- the run -----------------------------------------------------------------------------
+    def _record_publishers(self) -> tuple[Any, ...]:
+        return (self._clock_pub, self._state_pub, self._timing_pub, self._action_pub, self._applied_pub)
+
     def _wait_for_services(self) -> None:
+        """Every participant's service, and with the recorder, a reader matched on every
+        record topic: a service seen proves nothing about the topics (discovery matches each
+        endpoint on its own), and what is published before a reader matched never reaches
+        it. The recorder, for its part, offers Finish only once its readers have matched."""
         assert self._executor is not None
         wall_deadline = time.monotonic() + self.config.startup_timeout_s
         peers = [self._bridge, self._driver] + ([self._recorder] if self.config.record else [])
-        for peer in peers:
-            while not peer.client.service_is_ready():
+        waits: list[tuple[Callable[[], bool], str]] = [
+            (peer.client.service_is_ready, f"{peer.who} service {peer.client.srv_name}") for peer in peers
+        ]
+        if self.config.record:
+            waits += [(_has_reader(pub), f"a recorder reader on {pub.topic_name}") for pub in self._record_publishers()]
+        for ready, what in waits:
+            while not ready():
                 if self.interrupted:
                     raise Aborted(-1, "interrupted while waiting for participants")
                 if time.monotonic() >= wall_deadline:
                     raise ParticipantTimeout(
-                        -1, f"{peer.who} service {peer.client.srv_name} did not appear within "
-                        f"{self.config.startup_timeout_s:g} s"
+                        -1, f"{what} did not appear within {self.config.startup_timeout_s:g} s"
                     )
                 self._executor.spin_once(timeout_sec=WALL_POLL_S)
 

@@ -61,6 +61,9 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
     topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
     topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
 }
+# the per-step topics the clock master publishes: Finish waits until each has its writer
+_CLOCK_MASTER_TOPICS = (topics.CLOCK, topics.TIMING, topics.ACTION, topics.APPLIED, topics.STATE)
+_MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
@@ -105,8 +108,11 @@ class Recorder:
         self._written = False
         self.finished = False
         self._subs = []
+        self._step_subs = []  # the clock master's per-step topics: see _offer_finish
         for topic, (msg_type, type_name, part) in _RECORDS.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
+            if topic in _CLOCK_MASTER_TOPICS:
+                self._step_subs.append(self._subs[-1])
         for topic, (msg_type, type_name) in _LATCHED.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
         for camera in ALL_CAMERAS:
@@ -116,9 +122,20 @@ class Recorder:
                 CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", f"info:{camera}",
                 RECORD_QOS))
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
-        # the service comes last: once the clock master sees it, every subscription exists
+        # Finish is offered last, once every per-step topic's reader has matched its writer
+        # (the clock master publishes them all): the clock master starts when it sees Finish,
+        # and a service seen proves nothing about the topics, since discovery matches each
+        # endpoint on its own. Under load a recorder once received no message of a whole run.
+        self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_finish)
+        self.offering = False
+
+    def _offer_finish(self) -> None:
+        if self.offering or any(sub.get_publisher_count() < 1 for sub in self._step_subs):
+            return
+        self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
         self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
+        self.offering = True
 
     def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
         def _cb(raw: bytes) -> None:

@@ -1,0 +1,60 @@
+"""Start-up order over real DDS: the recorder offers Finish (the clock master's signal to
+start stepping) only once its readers of the clock master's per-step topics have matched
+a writer; a service that is visible proves nothing about the topics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
+from simforge_ros.msg import DriverAction, StepTiming, VehicleState
+from simforge_ros.srv import Finish
+
+from simforge_ros import topics
+from simforge_ros.nodes.common import RECORD_QOS, close_nodes, make_executor
+from simforge_ros.nodes.recorder import Recorder
+from simforge_ros.runner import write_params_file
+
+pytestmark = pytest.mark.ros
+
+WRITERS = ((Clock, topics.CLOCK), (StepTiming, topics.TIMING), (DriverAction, topics.ACTION),
+           (DriverAction, topics.APPLIED), (VehicleState, topics.STATE))
+
+
+def test_recorder_offers_finish_only_once_every_step_topic_has_a_writer(ros_lease, tmp_path):
+    params = tmp_path / "params.yaml"
+    write_params_file(params, {"recorder": {"out_dir": str(tmp_path / "run")}})
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
+    executor = make_executor(context)
+    nodes = []
+    try:
+        recorder = Recorder(context)
+        probe = Node("startup_probe", context=context)
+        nodes = [recorder.node, probe]
+        for node in nodes:
+            executor.add_node(node)
+        finish = probe.create_client(Finish, topics.FINISH_SERVICE)
+
+        def spin_for(seconds: float, until=lambda: False) -> None:
+            wall_deadline = time.monotonic() + seconds
+            while time.monotonic() < wall_deadline and not until():
+                executor.spin_once(timeout_sec=0.02)
+
+        writers = [probe.create_publisher(cls, topic, RECORD_QOS) for cls, topic in WRITERS[:-1]]
+        spin_for(1.0)
+        assert not recorder.offering and not finish.service_is_ready()  # no writer on the state topic yet
+
+        writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
+        spin_for(10.0, lambda: recorder.offering and finish.service_is_ready())
+        assert recorder.offering and finish.service_is_ready()
+        assert all(w.get_subscription_count() >= 1 for w in writers)
+        recorder.close()
+    finally:
+        close_nodes(executor, nodes)
+        rclpy.shutdown(context=context)
