@@ -63,6 +63,7 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
 }
 # the per-step topics the clock master publishes: Finish waits until each has its writer
 _CLOCK_MASTER_TOPICS = (topics.CLOCK, topics.TIMING, topics.ACTION, topics.APPLIED, topics.STATE)
+_HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
@@ -122,15 +123,20 @@ class Recorder:
                 CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", f"info:{camera}",
                 RECORD_QOS))
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
-        # Finish is offered last, once every per-step topic's reader has matched its writer
-        # (the clock master publishes them all): the clock master starts when it sees Finish,
-        # and a service seen proves nothing about the topics, since discovery matches each
-        # endpoint on its own. Under load a recorder once received no message of a whole run.
+        # Finish is offered last: the clock master starts stepping when it sees it. By then
+        # every per-step topic's reader has matched its writer (the clock master publishes
+        # them all; a service seen proves nothing about the topics, discovery matches each
+        # endpoint on its own), and data has come through from the clock master's and the
+        # bridge's processes (their latched parameters). In one CI run a recorder received
+        # nothing of a whole run (stale shared memory of a killed process, a known Fast DDS
+        # issue, is the likely cause); now such a run cannot start unrecorded.
         self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_finish)
         self.offering = False
 
     def _offer_finish(self) -> None:
-        if self.offering or any(sub.get_publisher_count() < 1 for sub in self._step_subs):
+        if self.offering or not self._nodes.keys() >= _HEARD_FROM:
+            return
+        if any(sub.get_publisher_count() < 1 for sub in self._step_subs):
             return
         self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it

@@ -1,6 +1,7 @@
 """Start-up order over real DDS: the recorder offers Finish (the clock master's signal to
 start stepping) only once its readers of the clock master's per-step topics have matched
-a writer; a service that is visible proves nothing about the topics."""
+a writer and the clock master's and the bridge's parameters have reached it; a service
+that is visible proves nothing about the topics or the data path."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from simforge_ros.msg import DriverAction, StepTiming, VehicleState
 from simforge_ros.srv import Finish
 
 from simforge_ros import topics
-from simforge_ros.nodes.common import RECORD_QOS, close_nodes, make_executor
+from simforge_ros.nodes.common import RECORD_QOS, close_nodes, make_executor, publish_node_params
 from simforge_ros.nodes.recorder import Recorder
 from simforge_ros.runner import write_params_file
 
@@ -26,7 +27,8 @@ WRITERS = ((Clock, topics.CLOCK), (StepTiming, topics.TIMING), (DriverAction, to
            (DriverAction, topics.APPLIED), (VehicleState, topics.STATE))
 
 
-def test_recorder_offers_finish_only_once_every_step_topic_has_a_writer(ros_lease, tmp_path):
+@pytest.mark.parametrize("last", ["state writer", "bridge parameters"])
+def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, tmp_path, last):
     params = tmp_path / "params.yaml"
     write_params_file(params, {"recorder": {"out_dir": str(tmp_path / "run")}})
     context = rclpy.Context()
@@ -47,10 +49,18 @@ def test_recorder_offers_finish_only_once_every_step_topic_has_a_writer(ros_leas
                 executor.spin_once(timeout_sec=0.02)
 
         writers = [probe.create_publisher(cls, topic, RECORD_QOS) for cls, topic in WRITERS[:-1]]
+        latched = [publish_node_params(probe, "clock_master", {})]
+        if last == "state writer":
+            latched.append(publish_node_params(probe, "sim_bridge", {}))
+        else:
+            writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
         spin_for(1.0)
-        assert not recorder.offering and not finish.service_is_ready()  # no writer on the state topic yet
+        assert not recorder.offering and not finish.service_is_ready()  # one thing still missing
 
-        writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
+        if last == "state writer":
+            writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
+        else:
+            latched.append(publish_node_params(probe, "sim_bridge", {}))
         spin_for(10.0, lambda: recorder.offering and finish.service_is_ready())
         assert recorder.offering and finish.service_is_ready()
         assert all(w.get_subscription_count() >= 1 for w in writers)
