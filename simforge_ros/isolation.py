@@ -1,5 +1,6 @@
 """Give every run and every test its own DDS world: a leased ROS_DOMAIN_ID, localhost-only
-discovery and a private ROS log directory.
+discovery and a private ROS log directory; when the lease ends, what its killed processes
+left in shared memory is removed (see shm_cleanup).
 
 Two runs that share a domain see each other's topics and services; a lockstep loop would
 then step on another run's clock. A domain is leased with an exclusive file lock, so that
@@ -12,11 +13,14 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from simforge_ros.shm_cleanup import remove_zombies
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "simforge-domains"
 # Fast DDS maps a domain to UDP ports 7400 + 250 * id; ids above 232 overflow the port range.
@@ -82,9 +86,12 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
         own_tmp = tempfile.TemporaryDirectory(prefix="simforge-ros-log-")
         log_dir = Path(own_tmp.name)
     log_dir.mkdir(parents=True, exist_ok=True)
+    wall_start = time.time()  # wall clock: only to tell this lease's leftovers in /dev/shm
     try:
         yield DomainLease(chosen, log_dir, ros_env(chosen, log_dir))
     finally:
+        # what a killed participant of this lease left in shared memory (see shm_cleanup)
+        remove_zombies(wall_start)
         if handle is not None:
             handle.close()
         if own_tmp is not None:

@@ -3,6 +3,7 @@ every named refusal firing at the right step (and not otherwise)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from runs import lockstep, manifest_of, processes_mentioning, simforge, steps_of
 
 from simforge_ros import topics
 from simforge_ros.record.bag import read_bag
+from simforge_ros.shm_cleanup import zombie_files
 
 pytestmark = pytest.mark.ros
 
@@ -92,6 +94,7 @@ def test_a_hung_participant_is_refused_with_participant_timeout(tmp_path):
 
 
 def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_path):
+    wall_start = time.time()
     result = lockstep(tmp_path, steps=30, layout="processes", faults=("kill=driver@5",),
                       sets={"clock_master": {"participant_timeout_ms": 20_000}})
     assert _refusal(result) == ("participant_lost", 5)
@@ -99,6 +102,8 @@ def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_pat
     manifest = manifest_of(result)
     assert manifest["steps"] == 5 and manifest["refusal"]["code"] == "participant_lost"
     assert processes_mentioning(result.run_dir) == []
+    # nor its shared memory: a SIGKILLed participant cannot remove it, the lease does
+    assert zombie_files(wall_start, now=time.time() + 10) == []
 
 
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):

@@ -1,0 +1,78 @@
+"""Remove the shared-memory files Fast DDS leaves behind when a process dies without
+closing its participant.
+
+A Fast DDS participant keeps segments and ports in /dev/shm (RAM): 0.5-17 MB each. A
+process that ends normally removes them; one that is killed (a `kill=` fault, a stuck
+participant SIGKILLed at teardown, the bench's transport peer leaving with os._exit) does
+not, and nothing else ever does: 300 such files (300 MB of RAM) had piled up on this
+machine after a day of tests and benches. Fast DDS's own `fastdds shm clean` does this
+sweep but needs psutil; the rule is the same: each segment or port has a lock file
+(`..._el` / `..._sl`) that its live owner holds flock()ed, so an unlocked one is a zombie.
+
+Only files that appeared since ``since`` (a lease's start) and are older than a moment
+are touched: what a run left behind, never what another process is still creating.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+_SEGMENT_LOCK = re.compile(r"^fastdds_[0-9a-z]{16}_(el|sl)$")
+_PORT_LOCK = re.compile(r"^fastdds_port\d{1,5}_(el|sl)$")
+MIN_AGE_S = 0.5  # wall clock: a lock file younger than this may be being created and locked
+
+
+def _locked(lock_file: Path) -> bool:
+    """Whether a live process holds the lock file (its segment or port is in use)."""
+    try:
+        with lock_file.open("ab") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released when closed
+    except BlockingIOError:
+        return True
+    except OSError:
+        return True  # unreadable: not ours to judge
+    return False
+
+
+def zombie_files(since: float, shm_dir: Path = SHM_DIR, now: float | None = None) -> list[Path]:
+    """The files of Fast DDS segments and ports whose lock file appeared at or after
+    ``since`` (time.time()), is older than MIN_AGE_S and is held by no process."""
+    now = time.time() if now is None else now
+    try:
+        names = os.listdir(shm_dir)
+    except OSError:
+        return []
+    found: list[Path] = []
+    for name in names:
+        port = _PORT_LOCK.match(name)
+        if not (port or _SEGMENT_LOCK.match(name)):
+            continue
+        lock_file = shm_dir / name
+        try:
+            created = lock_file.stat().st_mtime
+        except OSError:
+            continue
+        if created < since or now - created < MIN_AGE_S or _locked(lock_file):
+            continue
+        base = name[:-3]
+        found += [lock_file, shm_dir / base]
+        if port:
+            found.append(shm_dir / f"sem.{base}_mutex")
+    return found
+
+
+def remove_zombies(since: float, shm_dir: Path = SHM_DIR) -> int:
+    """Remove what zombie_files finds; returns how many files were removed."""
+    removed = 0
+    for path in zombie_files(since, shm_dir):
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass  # gone already, or not ours to remove
+    return removed
