@@ -5,7 +5,7 @@ A Fast DDS participant keeps segments and ports in /dev/shm (RAM): 0.5-17 MB eac
 process that ends normally removes them; one that is killed (a `kill=` fault, a stuck
 participant SIGKILLed at teardown, the bench's transport peer leaving with os._exit) does
 not, and nothing else ever does: 300 such files (300 MB of RAM) had piled up on this
-machine after a day of tests and benches. Fast DDS's own `fastdds shm clean` does this
+machine after 90 minutes of tests, benches and killed experiments. Fast DDS's own `fastdds shm clean` does this
 sweep but needs psutil; the rule is the same: each segment or port has a lock file
 (`..._el` / `..._sl`) that its live owner holds flock()ed, so an unlocked one is a zombie.
 
