@@ -114,14 +114,17 @@ class Recorder:
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
             if topic in _CLOCK_MASTER_TOPICS:
                 self._step_subs.append(self._subs[-1])
-        for topic, (msg_type, type_name) in _LATCHED.items():
-            self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
         for camera in ALL_CAMERAS:
             self._subs.append(self._subscribe(
                 Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS))
             self._subs.append(self._subscribe(
                 CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", f"info:{camera}",
                 RECORD_QOS))
+        # The parameters' reader comes after every recorded topic's: discovery announces a
+        # participant's readers in the order they were made, so a node's parameters
+        # arriving here means its writers have matched every reader above (_offer_finish).
+        for topic, (msg_type, type_name) in _LATCHED.items():
+            self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
         # Finish is offered last: the clock master starts stepping when it sees it. By then
         # every per-step topic's reader has matched its writer (the clock master publishes
