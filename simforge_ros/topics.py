@@ -10,6 +10,8 @@ STATE = "/simforge/state"
 CONTACTS = "/simforge/contacts"
 STATUS = "/simforge/status"
 NODE_PARAMS = "/simforge/node_params"
+# published once a step, all by the clock master: what a recorder must hear from the start
+STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 
 STEP_SERVICE = "/simforge/step"
 DECIDE_SERVICE = "/simforge/decide"

@@ -134,7 +134,7 @@ def lost_messages(counts: dict[str, int], steps: int, cameras: tuple[str, ...]) 
     counted too (the recorder stops listening once the run is confirmed, so a camera_info
     of the very last step can be late rather than lost; it is reported, not excused).
     """
-    per_step = [topics.CLOCK, topics.TIMING, topics.ACTION, topics.APPLIED, topics.STATE]
+    per_step = list(topics.STEP_TOPICS)
     per_step += [topics.image_topic(c) for c in cameras] + [topics.camera_info_topic(c) for c in cameras]
     return {t: steps - counts.get(t, 0) for t in per_step if counts.get(t, 0) != steps}
 

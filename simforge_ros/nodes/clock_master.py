@@ -323,7 +323,8 @@ class ClockMaster:
 
     # -- the run -----------------------------------------------------------------------------
     def _record_publishers(self) -> tuple[Any, ...]:
-        return (self._clock_pub, self._state_pub, self._timing_pub, self._action_pub, self._applied_pub)
+        """The writers of topics.STEP_TOPICS."""
+        return (self._clock_pub, self._timing_pub, self._action_pub, self._applied_pub, self._state_pub)
 
     def _wait_for_services(self) -> None:
         """Every participant's service, and with the recorder, a reader matched on every

@@ -61,8 +61,6 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
     topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
     topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
 }
-# the per-step topics the clock master publishes: Finish waits until each has its writer
-_CLOCK_MASTER_TOPICS = (topics.CLOCK, topics.TIMING, topics.ACTION, topics.APPLIED, topics.STATE)
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 _LATCHED: dict[str, tuple[Any, str]] = {
@@ -109,10 +107,10 @@ class Recorder:
         self._written = False
         self.finished = False
         self._subs = []
-        self._step_subs = []  # the clock master's per-step topics: see _offer_finish
+        self._step_subs = []  # of topics.STEP_TOPICS: see _offer_finish
         for topic, (msg_type, type_name, part) in _RECORDS.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
-            if topic in _CLOCK_MASTER_TOPICS:
+            if topic in topics.STEP_TOPICS:
                 self._step_subs.append(self._subs[-1])
         for camera in ALL_CAMERAS:
             self._subs.append(self._subscribe(

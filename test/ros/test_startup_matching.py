@@ -68,3 +68,18 @@ def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, 
     finally:
         close_nodes(executor, nodes)
         rclpy.shutdown(context=context)
+
+
+def test_the_clock_master_writes_exactly_the_step_topics_the_recorder_waits_for(ros_lease):
+    from simforge_ros.nodes.clock_master import ClockMaster
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_lease.domain_id)
+    clock = None
+    try:
+        clock = ClockMaster(context)
+        assert tuple(p.topic_name for p in clock._record_publishers()) == topics.STEP_TOPICS
+    finally:
+        if clock is not None:
+            clock.node.destroy_node()
+        rclpy.shutdown(context=context)
