@@ -93,6 +93,13 @@ def test_a_hung_participant_is_refused_with_participant_timeout(tmp_path):
     assert processes_mentioning(result.run_dir) == []
 
 
+def test_step_0_may_take_as_long_as_start_up_later_steps_only_the_participant_timeout(tmp_path):
+    result = lockstep(tmp_path, steps=20, layout="processes", faults=("stall=driver@0",),
+                      sets={"clock_master": {"participant_timeout_ms": 500, "startup_timeout_ms": 8000}})
+    assert _refusal(result) == ("participant_timeout", 0)
+    assert "within 8 s" in result.refusal["detail"]  # not 0.5 s
+
+
 def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_path):
     wall_start = time.time()
     result = lockstep(tmp_path, steps=30, layout="processes", faults=("kill=driver@5",),
