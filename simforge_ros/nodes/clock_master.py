@@ -5,10 +5,9 @@ driver's Decide service with a wall-clock timeout each, runs the contract checks
 the action by the latency in steps, and publishes the step's vehicle state (the one the
 bridge's Step answer carried), timing record, action and applied action (each step's
 outputs leave with the next service request, so their publishing overlaps the
-participant's work; the last ones before Finish). Any refusal
-is published as the run status with its code, step and detail; the process exits with
-the refusal's exit code. The loop itself is core.lockstep.run_lockstep; this file only
-carries its calls over ROS.
+participant's work; the last ones before Finish). Any refusal is published as the run
+status with its code, step and detail; the process exits with the refusal's exit code.
+The loop itself is core.lockstep.run_lockstep; this file only carries its calls over ROS.
 """
 
 from __future__ import annotations
