@@ -244,3 +244,38 @@ def test_a_transport_peer_that_will_not_leave_is_terminated_then_killed():
     time.sleep(0.5)  # its SIGTERM handler is in place
     _end_peer(stubborn, grace_s=0.5)
     assert stubborn.returncode == -9  # SIGTERM ignored, SIGKILL ended it
+
+
+def test_a_floor_sample_never_answered_is_measured_again_then_refused(monkeypatch, capsys):
+    """A lost round trip spoils one try of a floor cell, not the bench; a cell that never
+    completes refuses the bench with bench_transport (exit 1, no traceback, no JSON)."""
+    from simforge_ros.benchmarks import transport
+
+    real = transport.FloorResult("two_processes", "events", {"n": 1, "median": 300.0}, {"n": 1, "median": 280.0})
+    failures = iter([True, True, False])
+
+    def flaky(lease, where, executor, n, warmup=200):
+        assert lease.domain_id >= 0
+        if next(failures):
+            raise TimeoutError("no answer within 2 s")
+        return real
+
+    monkeypatch.setattr(transport, "measure", flaky)
+    cell = bench.floor_cell("two_processes", "events", 10)
+    assert cell["tries"] == 3 and cell["service_us"]["median"] == 300.0
+
+    def never(lease, where, executor, n, warmup=200):
+        raise TimeoutError("no answer within 2 s")
+
+    monkeypatch.setattr(transport, "measure", never)
+    with pytest.raises(bench.BenchTransport, match="failed 2 times: no answer within 2 s; no answer"):
+        bench.floor_cell("two_processes", "events", 10, tries=2)
+
+    def refused(plan):
+        raise bench.BenchTransport("the two_processes / events round trip failed 3 times")
+
+    monkeypatch.setattr(bench, "measure_all", refused)
+    assert bench.main(["--quick", "--out", os.devnull]) == 1
+    err = capsys.readouterr().err
+    assert "refused: bench_transport: the two_processes / events round trip failed 3 times" in err
+    assert "Traceback" not in err
