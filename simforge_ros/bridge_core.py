@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from simforge_ros.backends.base import BackendInfo, RenderedFrame, SimBackend
 from simforge_ros.core.errors import ParticipantError, RateNotMultiple, StaleFrame
 from simforge_ros.core.faults import FaultPlan
@@ -26,10 +28,15 @@ class BridgeConfig:
 
 def _with_flipped_pixel(frame: RenderedFrame) -> RenderedFrame:
     """Fault injection `flip_pixel=CAMERA@K`: one bit of the centre pixel's red channel."""
-    pixels = frame.pixels.copy()
-    height, width = pixels.shape[:2]
-    pixels[height // 2, width // 2, 0] ^= 0x10
-    return RenderedFrame(frame.stamp, pixels)
+
+    def draw() -> np.ndarray:
+        pixels = frame.pixels.copy()
+        height, width = pixels.shape[:2]
+        pixels[height // 2, width // 2, 0] ^= 0x10
+        pixels.setflags(write=False)
+        return pixels
+
+    return RenderedFrame(frame.stamp, draw=draw)
 
 
 class BridgeCore:
@@ -47,6 +54,11 @@ class BridgeCore:
     @property
     def info(self) -> BackendInfo | None:
         return self._info
+
+    @property
+    def last_step(self) -> int:
+        """The last step served (-1 before the first)."""
+        return self._last_step
 
     def step(self, request: StepRequest) -> tuple[BridgeObservation, list[RenderedFrame]]:
         """Advance to request.t_us and observe; returns the observation and its frames.

@@ -180,7 +180,10 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     try:
         try:
             recorder = Recorder(context) if spec.record else None
-            shells = [s for s in (recorder, SimBridge(context), Driver(context)) if s is not None]
+            # one thread for bridge, driver and clock master: the bridge draws its frames before
+            # answering (drawing after overlaps nothing here; see SimBridge._on_step)
+            bridge = SimBridge(context, frames_after_answer=False)
+            shells = [s for s in (recorder, bridge, Driver(context)) if s is not None]
             clock = ClockMaster(context)
         except ConfigError as err:
             raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,12 +22,37 @@ class BackendInfo:
     version: str
 
 
-@dataclass(frozen=True)
 class RenderedFrame:
-    """A frame with the stamp and the pose it was rendered for."""
+    """A frame with the stamp and the pose it is rendered for; its pixels come on first use.
 
-    stamp: FrameStamp
-    pixels: np.ndarray  # HxWx3 uint8 rgb
+    A backend that renders in-process (the embedded engine) names and poses a frame when
+    the step is observed and captures that time's scene, so the pixels can be drawn later,
+    by whoever asks first, and are the same whenever: the bridge answers the step with the
+    stamps and draws while the driver decides. A backend whose frames arrive from elsewhere
+    (a simulator server) passes the pixels it received.
+    """
+
+    __slots__ = ("_draw", "_pixels", "stamp")
+
+    def __init__(self, stamp: FrameStamp, pixels: np.ndarray | None = None,
+                 draw: Callable[[], np.ndarray] | None = None) -> None:
+        if (pixels is None) == (draw is None):
+            raise ValueError("a RenderedFrame needs either its pixels or a way to draw them")
+        self.stamp = stamp
+        self._pixels = pixels
+        self._draw = draw
+
+    @property
+    def drawn(self) -> bool:
+        return self._pixels is not None
+
+    @property
+    def pixels(self) -> np.ndarray:
+        """HxWx3 uint8 rgb, read-only; drawn now if it was not yet."""
+        if self._pixels is None:
+            assert self._draw is not None
+            self._pixels, self._draw = self._draw(), None
+        return self._pixels
 
 
 class SimBackend(Protocol):
@@ -45,7 +71,8 @@ class SimBackend(Protocol):
         """The ego state now."""
 
     def render(self, camera: str, t_us: int, rig_offset: tuple[float, float]) -> RenderedFrame:
-        """A frame of ``camera`` for t_us (which must be the engine's time).
+        """A frame of ``camera`` for t_us (which must be the engine's time), named and posed
+        now; its pixels may be drawn on first use, from the scene of t_us.
 
         Raises:
             StaleFrame: t_us is a time the world has not reached.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
-from simforge_ros.core.values import ContactEvent, FrameStamp, VehicleState
+from simforge_ros.core.values import ContactEvent, VehicleState
 from simforge_ros.engine import ENGINE_VERSION, Engine, StaleRenderError, load_scenario
 
 
@@ -46,10 +46,10 @@ class EmbeddedBackend:
 
     def render(self, camera: str, t_us: int, rig_offset: tuple[float, float]) -> RenderedFrame:
         try:
-            frame = self.engine.render(camera, t_us, rig_offset=rig_offset)
+            job = self.engine.frame_job(camera, t_us, rig_offset=rig_offset)
         except StaleRenderError as err:
             raise StaleFrame(-1, str(err)) from err
-        return RenderedFrame(FrameStamp(camera, frame.t_us, frame.pose), frame.pixels)
+        return RenderedFrame(job.stamp, draw=lambda: job.draw().pixels)
 
     def world_digest(self) -> str:
         return self.engine.world_digest

@@ -57,6 +57,26 @@ class Frame:
         return FrameStamp(self.camera, self.t_us, self.pose)
 
 
+@dataclass(frozen=True)
+class FrameJob:
+    """A frame named and posed when it was due, with the scene of that time; drawn on demand."""
+
+    camera: str
+    t_us: int
+    pose: Pose2D
+    renderer: Renderer
+    boxes: tuple[RenderBox, ...]
+
+    @property
+    def stamp(self) -> FrameStamp:
+        return FrameStamp(self.camera, self.t_us, self.pose)
+
+    def draw(self) -> Frame:
+        pixels = self.renderer.render(self.camera, self.pose, list(self.boxes))
+        pixels.setflags(write=False)
+        return Frame(self.camera, self.t_us, self.pose, pixels)
+
+
 class Engine:
     """One deterministic run of one scenario: advance in ticks, observe, render."""
 
@@ -337,6 +357,15 @@ class Engine:
 
         rig_offset = (offset_m along the ego heading, offset_deg added to yaw) moves the rig.
         """
+        return self.frame_job(camera, t_us, rig_offset).draw()
+
+    def frame_job(self, camera: str, t_us: int, rig_offset: tuple[float, float] = (0.0, 0.0)) -> FrameJob:
+        """Name and pose ``camera``'s frame at t_us (the current time) now, draw it later.
+
+        The scene is captured here, so ``draw()`` gives the same pixels whenever it runs,
+        even after the world has moved on: a bridge can answer with the frame's stamp and
+        pose and render while the driver decides. Raises as ``render`` does.
+        """
         if camera not in CAMERAS:
             raise ValueError(f"unknown camera {camera!r}; known: {', '.join(CAMERA_NAMES)}")
         if t_us != self.t_us:
@@ -350,9 +379,7 @@ class Engine:
         pose = Pose2D(moved.x_m, moved.y_m, wrap_angle(moved.yaw_rad + math.radians(offset_deg)))
         if self._renderer is None:
             self._renderer = Renderer(self.scenario, self.width, self.height)
-        pixels = self._renderer.render(camera, pose, self._scene_boxes(CAMERAS[camera].sees_ego))
-        pixels.setflags(write=False)
-        return Frame(camera, t_us, pose, pixels)
+        return FrameJob(camera, t_us, pose, self._renderer, tuple(self._scene_boxes(CAMERAS[camera].sees_ego)))
 
     def _scene_boxes(self, with_ego: bool) -> list[RenderBox]:
         boxes: list[RenderBox] = []

@@ -1,10 +1,11 @@
 """sim_bridge node: serves /simforge/step over a simulator backend (embedded engine).
 
-Publishes, for every observation, the camera images (header.stamp the exact sim time,
-frame_id per camera) with CameraInfo, and contact events; answers the clock master with
-the engine's own time, the vehicle state and the frame stamps (the clock master publishes
-that state on /simforge/state: a publish here would lengthen every step). All stepping
-logic lives in BridgeCore; this file only converts and publishes.
+Answers the clock master with the engine's own time, the vehicle state and the stamps and
+poses of the step's frames (the clock master publishes that state on /simforge/state: a
+publish here would lengthen every step), then draws and publishes the camera images
+(header.stamp the exact sim time, frame_id per camera) with CameraInfo while the driver
+decides; contact events go out before the answer. Whoever needs a frame awaits it by its
+exact stamp. All stepping logic lives in BridgeCore; this file only converts and publishes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sensor_msgs.msg import CameraInfo, Image
 
 from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
+from simforge_ros.backends.base import RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
 from simforge_ros.core.errors import ConfigError, Refusal
 from simforge_ros.core.faults import FaultPlan
@@ -49,9 +51,15 @@ NAME = "sim_bridge"
 class SimBridge:
     """The bridge shell; ``node`` is its rclpy node."""
 
-    def __init__(self, context: Any = None) -> None:
-        """Raises: ConfigError: bad parameters or scenario."""
+    def __init__(self, context: Any = None, frames_after_answer: bool = True) -> None:
+        """``frames_after_answer``: draw and publish a step's frames after answering it
+        (see _on_step); False draws them before, for a bridge sharing its thread with the
+        clock master and driver, where nothing would overlap the drawing.
+
+        Raises: ConfigError: bad parameters or scenario.
+        """
         self.node = Node(NAME, context=context)
+        self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
         faults = FaultPlan.parse(values["faults"]).for_node(NAME)
         tick_us = period(values, "tick", NAME)
@@ -80,12 +88,43 @@ class SimBridge:
         }
         self._images: dict[str, Image] = {}
         self._infos: dict[str, CameraInfo] = {}
+        self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
+        self._failed: Refusal | None = None  # publishing them failed: refuse the next step
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": faults.specs()})
         self._status_sub = watch_run_status(self.node, self._on_final)
         self.node.create_service(Step, topics.STEP_SERVICE, self._on_step)
 
     def _on_final(self, _status: Any) -> None:
+        self._publish_due()
         self.finished = True
+
+    def _publish_due(self) -> None:
+        """Draw and publish the frames the last answer named (once; no-op when done).
+
+        A failure here cannot change an answer already sent: it is kept and the next Step
+        is refused with it, and the frames it did not publish are missing in the record.
+        """
+        frames, self._due = self._due, []
+        try:
+            for frame in frames:
+                self._publish_frame(frame)
+        except Exception as err:  # noqa: BLE001 - refuse the next step, never die silently
+            self._failed = unexpected(self.core.last_step, err)
+
+    def _publish_frame(self, frame: RenderedFrame) -> None:
+        camera = frame.stamp.camera
+        fsec, fnsec = clock_stamp(frame.stamp.t_us)
+        # one Image and one CameraInfo per camera, refilled: publish serialises at once
+        image = numpy_to_imgmsg(frame.pixels, "rgb8", self._images.get(camera))
+        self._images[camera] = image
+        image.header.stamp.sec, image.header.stamp.nanosec = fsec, fnsec
+        image.header.frame_id = camera
+        self._image_pubs[camera].publish(image)
+        info = self._infos.get(camera)
+        if info is None or (info.width, info.height) != (image.width, image.height):
+            info = self._infos[camera] = self._camera_info(camera, image)
+        info.header = image.header
+        self._info_pubs[camera].publish(info)
 
     def _on_step(self, request: Step.Request, response: Step.Response) -> Step.Response:
         response.pid, response.host = os.getpid(), HOST
@@ -94,6 +133,9 @@ class SimBridge:
         if self._stall_step is not None and request.step == self._stall_step:
             stall_forever()
         jitter_sleep(self._jitter_rng, self._jitter_ms)
+        self._publish_due()  # the last step's frames go out before the world moves on
+        if self._failed is not None:
+            return refuse(response, self._failed)
         step_request = StepRequest(
             request.step, request.t_us, request.decision_us, request.seed, request.reset,
             convert.action_value(request.applied),
@@ -112,20 +154,19 @@ class SimBridge:
                 "engine_version": info.version, "tick_us": info.tick_us,
             })
         state = convert.state_msg(observation.state)
-        for frame in frames:
-            camera = frame.stamp.camera
-            fsec, fnsec = clock_stamp(frame.stamp.t_us)
-            # one Image and one CameraInfo per camera, refilled: publish serialises at once
-            image = numpy_to_imgmsg(frame.pixels, "rgb8", self._images.get(camera))
-            self._images[camera] = image
-            image.header.stamp.sec, image.header.stamp.nanosec = fsec, fnsec
-            image.header.frame_id = camera
-            self._image_pubs[camera].publish(image)
-            info = self._infos.get(camera)
-            if info is None or (info.width, info.height) != (image.width, image.height):
-                info = self._infos[camera] = self._camera_info(camera, image)
-            info.header = image.header
-            self._info_pubs[camera].publish(info)
+        if frames:
+            # Answer with the frames' stamps and poses now, then draw and publish them while
+            # the driver decides (processes layout, four cameras, recorder on, 5 interleaved
+            # pairs of 400-step runs: per-step median x0.78-0.91, median x0.86). A task runs
+            # after this answer is sent; the next step publishes whatever is still due
+            # before it moves the world. In one thread with the clock master nothing
+            # overlaps, and drawing first measured faster (12 pairs, median x1.09 deferred).
+            self._due = frames
+            executor = self.node.executor
+            if not self._frames_after_answer or executor is None:
+                self._publish_due()
+            else:
+                executor.create_task(self._publish_due)
         for contact in convert.contact_msgs(observation.contacts):
             self._contact_pub.publish(contact)
         response.ok = True

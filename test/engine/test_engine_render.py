@@ -36,6 +36,27 @@ def test_render_is_byte_deterministic():
     assert a.world_digest == b.world_digest  # rendering does not touch the world
 
 
+def test_a_frame_job_keeps_its_time_s_scene_and_draws_it_after_the_world_moved():
+    """A bridge answers with a frame's stamp and pose and draws it later: the pixels must
+    be those of the frame's own time, whenever they are drawn."""
+    scenario = load_scenario("right_turn")
+    now, later = drive_to_step(scenario, 40), drive_to_step(scenario, 40)
+    expected = {cam: now.render(cam, now.t_us) for cam in ("chase", "front")}
+    jobs = {cam: later.frame_job(cam, later.t_us) for cam in expected}
+    digest = later.world_digest
+    later.advance(0.3, 2.0, 5)  # the world moves on before anything is drawn
+    assert later.world_digest != digest
+    for cam, job in jobs.items():
+        drawn = job.draw()
+        assert job.stamp == expected[cam].stamp and drawn.t_us == now.t_us
+        assert drawn.pixels.tobytes() == expected[cam].pixels.tobytes()
+        assert not drawn.pixels.flags.writeable
+    moved_now = later.render("front", later.t_us).pixels.tobytes()
+    assert moved_now != expected["front"].pixels.tobytes()  # the scene did change
+    with pytest.raises(StaleRenderError, match="already passed"):
+        later.frame_job("front", later.t_us - later.tick_us)
+
+
 def test_resolution_is_configurable():
     engine = Engine(load_scenario("red_signal"), 0, width=64, height=48)
     assert engine.render("front", 0).pixels.shape == (48, 64, 3)

@@ -1,0 +1,100 @@
+"""The sim bridge over real DDS: its answer names the step's frames (stamp and pose), the
+images with exactly those stamps follow, drawn after the answer or before it; a frame that
+fails to go out after an answer already sent refuses the next step, by name."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from rclpy.node import Node
+from sensor_msgs.msg import Image
+from simforge_ros.srv import Step
+
+from simforge_ros import topics
+from simforge_ros.nodes.common import RECORD_QOS, close_nodes, make_executor
+from simforge_ros.nodes.sim_bridge import SimBridge
+from simforge_ros.runner import write_params_file
+
+pytestmark = pytest.mark.ros
+
+CAMERAS = ["front", "left"]
+DECISION_US = 100_000
+
+
+@pytest.fixture
+def bridge_and_probe(ros_lease, tmp_path, request):
+    params = tmp_path / "params.yaml"
+    write_params_file(params, {"sim_bridge": {"cameras": CAMERAS, "width": 64, "height": 48}})
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
+    executor = make_executor(context)
+    nodes = []
+    try:
+        bridge = SimBridge(context, frames_after_answer=request.param)
+        probe = Node("bridge_probe", context=context)
+        nodes = [bridge.node, probe]
+        for node in nodes:
+            executor.add_node(node)
+        images: list[tuple[str, int]] = []
+
+        def on_image(msg: Image) -> None:
+            stamp = msg.header.stamp
+            images.append((msg.header.frame_id, stamp.sec * 1_000_000 + stamp.nanosec // 1000))
+
+        for camera in CAMERAS:
+            probe.create_subscription(Image, topics.image_topic(camera), on_image, RECORD_QOS)
+        client = probe.create_client(Step, topics.STEP_SERVICE)
+
+        def spin_for(seconds: float, until=lambda: False) -> bool:
+            wall_deadline = time.monotonic() + seconds
+            while time.monotonic() < wall_deadline and not until():
+                executor.spin_once(timeout_sec=0.02)
+            return until()
+
+        def step(k: int) -> Step.Response:
+            req = Step.Request()
+            req.step, req.t_us, req.decision_us, req.seed, req.reset = k, k * DECISION_US, DECISION_US, 0, k == 0
+            future = client.call_async(req)
+            assert spin_for(10.0, future.done), f"no answer to step {k}"
+            return future.result()
+
+        assert spin_for(10.0, lambda: client.service_is_ready()
+                        and all(probe.count_publishers(topics.image_topic(c)) for c in CAMERAS))
+        yield bridge, step, images, spin_for
+    finally:
+        close_nodes(executor, nodes)
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("bridge_and_probe", [True, False], ids=["after", "before"], indirect=True)
+def test_the_images_named_in_each_answer_arrive_with_exactly_those_stamps(bridge_and_probe):
+    _bridge, step, images, spin_for = bridge_and_probe
+    named = []
+    for k in range(3):
+        answer = step(k)
+        assert answer.ok, answer.detail
+        assert [f.camera for f in answer.frames] == CAMERAS
+        assert all(f.t_us == k * DECISION_US for f in answer.frames)
+        named += [(f.camera, f.t_us) for f in answer.frames]
+    assert spin_for(5.0, lambda: len(images) >= len(named))
+    assert sorted(images) == sorted(named)
+
+
+@pytest.mark.parametrize("bridge_and_probe", [True], ids=["after"], indirect=True)
+def test_frames_that_fail_after_the_answer_refuse_the_next_step(bridge_and_probe, monkeypatch):
+    bridge, step, images, spin_for = bridge_and_probe
+
+    def broken(frame):
+        raise RuntimeError(f"cannot publish {frame.stamp.camera}")
+
+    monkeypatch.setattr(bridge, "_publish_frame", broken)
+    assert step(0).ok  # the answer went out before the frames were drawn
+    spin_for(0.5)
+    refused = step(1)
+    assert not refused.ok and refused.refusal_code == "participant_error"
+    assert "RuntimeError: cannot publish front" in refused.detail
+    assert images == []

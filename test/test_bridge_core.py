@@ -1,0 +1,77 @@
+"""BridgeCore over the embedded engine: frames named and posed at the step, drawn on use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simforge_ros.backends.base import RenderedFrame
+from simforge_ros.backends.embedded import EmbeddedBackend
+from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.lockstep import StepRequest
+from simforge_ros.core.values import Action, FrameStamp, Pose2D
+from simforge_ros.engine import Engine, load_scenario
+
+DECISION_US = 100_000
+CAMERAS = ("front", "left")
+
+
+def _core(*faults: str) -> BridgeCore:
+    return BridgeCore(EmbeddedBackend("right_turn", 20_000, 64, 48),
+                      BridgeConfig(CAMERAS, None, FaultPlan.parse(list(faults))))
+
+
+def _step(core: BridgeCore, step: int):
+    t_us = step * DECISION_US
+    request = StepRequest(step, t_us, DECISION_US, 0, step == 0, Action(step, step, t_us, 0.0, 1.0))
+    return core.step(request)
+
+
+def test_frames_are_named_at_the_step_and_drawn_once_on_first_use():
+    core = _core()
+    engine = Engine(load_scenario("right_turn"), 0, tick_us=20_000, width=64, height=48)
+    for step in range(3):
+        observation, frames = _step(core, step)
+        if step:
+            engine.advance(0.0, 1.0, 5)
+        assert [f.camera for f in observation.frames] == list(CAMERAS)
+        assert [f.stamp for f in frames] == list(observation.frames)
+        assert not any(f.drawn for f in frames)  # the answer needs no pixels
+        for frame in frames:
+            direct = engine.render(frame.stamp.camera, engine.t_us)
+            assert frame.stamp == direct.stamp
+            first = frame.pixels
+            assert frame.drawn and frame.pixels is first  # drawn once
+            assert first.tobytes() == direct.pixels.tobytes()
+
+
+def test_flip_pixel_changes_one_byte_of_that_camera_s_drawn_frame():
+    plain, flipped = _core(), _core("flip_pixel=left@2")
+    for step in range(3):
+        _, a = _step(plain, step)
+        _, b = _step(flipped, step)
+    assert not any(f.drawn for f in b)
+    for fa, fb in zip(a, b, strict=True):
+        assert fa.stamp == fb.stamp
+        diff = np.argwhere(fa.pixels != fb.pixels)
+        assert len(diff) == (1 if fa.stamp.camera == "left" else 0)
+        assert not fb.pixels.flags.writeable
+
+
+def test_stale_frame_reuses_the_last_step_s_frames_with_their_own_stamps():
+    core = _core("stale_frame@2")
+    _, before = _step(core, 0)
+    _, first = _step(core, 1)
+    observation, again = _step(core, 2)
+    assert again == first and all(f.t_us == DECISION_US for f in observation.frames)
+    assert before[0].stamp.t_us == 0
+
+
+def test_a_rendered_frame_has_its_pixels_or_a_way_to_draw_them_not_both():
+    stamp = FrameStamp("front", 0, Pose2D(0.0, 0.0, 0.0))
+    pixels = np.zeros((2, 2, 3), np.uint8)
+    assert RenderedFrame(stamp, pixels).drawn
+    for bad in ({}, {"pixels": pixels, "draw": lambda: pixels}):
+        with pytest.raises(ValueError, match="either its pixels or a way to draw them"):
+            RenderedFrame(stamp, **bad)
