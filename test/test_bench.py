@@ -154,9 +154,21 @@ def test_lost_messages_and_rss_growth_helpers():
     assert loop.read_status(2**22 + 12345) is None
 
 
-def test_small_real_measurements_have_their_keys():
-    engine = compute.engine_speed(5, ("front",))
-    assert engine["ticks_per_s"] > 0 and engine["render_ms_per_frame"]["n"] >= 5
+def test_small_real_measurements_have_their_keys(monkeypatch):
+    from simforge_ros.engine.render import Renderer
+
+    drawn = []
+    real_render = Renderer.render
+
+    def counting(self, camera, pose, boxes):
+        drawn.append(camera)
+        return real_render(self, camera, pose, boxes)
+
+    monkeypatch.setattr(Renderer, "render", counting)
+    engine = compute.engine_speed(5, ("front", "left"))
+    assert engine["ticks_per_s"] > 0 and engine["render_ms_per_frame"]["n"] == 10
+    assert drawn == ["front", "left"] * 5  # each timed frame is drawn (frames are drawn on use)
+    monkeypatch.undo()
     direct = compute.direct_loop(12, ())
     assert direct["per_step_us"]["n"] > 0 and len(direct["chain_digest"]) == 64
     hashing = compute.hashing_speed(compute.realistic_records(3, ("front",)), repeat=1)
