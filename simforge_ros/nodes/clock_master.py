@@ -27,6 +27,7 @@ from rclpy.duration import Duration
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
 
 from simforge_ros import topics
 from simforge_ros.core.errors import (
@@ -80,6 +81,9 @@ NAME = "clock_master"
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 # Wall-clock wait for the recorder to acknowledge the last records before Finish is sent.
 ACKED_WAIT_S = 2.0
+# Wall-clock interval between looks at the recorder's process while stepping (it is never
+# called until Finish, so nothing else would notice it gone).
+RECORDER_WATCH_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,9 @@ class ClockMaster:
         self._bridge = _Peer(self.node.create_client(Step, topics.STEP_SERVICE), "sim_bridge")
         self._driver = _Peer(self.node.create_client(Decide, topics.DECIDE_SERVICE), "driver")
         self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
+        self._peers = {p.who: p for p in (self._bridge, self._driver, self._recorder)}
+        self._params_sub = self.node.create_subscription(String, topics.NODE_PARAMS, self._on_params, LATCHED_QOS)
+        self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
         self._executor: Executor | None = None
         self._step = -1
         self._cycles_ns = array("q")  # wall_step_ns of every step, for the outcome's summary
@@ -211,6 +218,27 @@ class ClockMaster:
         self.interrupted = False
 
     # -- participants over ROS -------------------------------------------------------------
+    def _on_params(self, msg: String) -> None:
+        """Learn each participant's process from its latched parameters (before it answers)."""
+        try:
+            info = json.loads(msg.data)
+            peer, process = self._peers.get(info.get("node")), info.get("process") or {}
+            if peer is not None and peer.pid is None and isinstance(process.get("pid"), int):
+                peer.pid, peer.host = process["pid"], process.get("host")
+        except (ValueError, AttributeError):  # not ours to judge: the recorder keeps it as it came
+            return
+
+    def _watch_recorder(self, step: int) -> None:
+        """Refuse at once when the recorder is gone: the run would go on unrecorded, and
+        only the Finish call, after every step, would find out."""
+        now = time.monotonic()
+        if now < self._watch_at:
+            return
+        self._watch_at = now + RECORDER_WATCH_S
+        if self._recorder.gone():
+            pid = self._recorder.pid
+            raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
+
     def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float) -> Any:
         """Call a participant; refuse with participant_lost/timeout instead of hanging."""
         assert self._executor is not None
@@ -290,6 +318,8 @@ class ClockMaster:
 
     def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None:
         del state  # published as it came in the Step answer (see step)
+        if self.config.record:
+            self._watch_recorder(timing.step)
         self._cycles_ns.append(timing.wall_step_ns)
         msgs = self._msgs
         # sent with the next Step request, or at the end of the run (run() flushes)
@@ -369,7 +399,7 @@ class ClockMaster:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
         self._flush()  # the last step's records (or a refused run's last /clock and state)
-        if self.config.record:
+        if self.config.record and not self._recorder.gone():
             self._wait_recorded()
         chain = ""
         finish_start = time.perf_counter_ns()

@@ -116,10 +116,14 @@ def period(values: Mapping[str, Any], name: str, node_name: str) -> int | None:
 def publish_node_params(
     node: Node, node_name: str, values: Mapping[str, Any], extra: Mapping[str, Any] | None = None
 ) -> Any:
-    """Publish this node's effective parameters (latched) for the run manifest."""
+    """Publish this node's effective parameters (latched) for the run manifest, with the
+    process it runs in: the clock master watches a participant by its pid on this host,
+    also one it never calls while stepping (the recorder). Never part of a digest."""
     pub = node.create_publisher(String, topics.NODE_PARAMS, LATCHED_QOS)
     msg = String()
-    msg.data = json.dumps({"node": node_name, "params": dict(values), **(extra or {})}, sort_keys=True)
+    process = {"pid": os.getpid(), "host": HOST}
+    msg.data = json.dumps({"node": node_name, "params": dict(values), "process": process, **(extra or {})},
+                          sort_keys=True)
     pub.publish(msg)
     return pub
 

@@ -113,6 +113,16 @@ def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_pat
     assert zombie_files(wall_start, now=time.time() + 10) == []
 
 
+def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_process(tmp_path):
+    """The recorder is never called while stepping: the clock master knows its process
+    from its latched parameters and refuses within a few steps, not after the last one."""
+    result = lockstep(tmp_path, steps=400, layout="processes", faults=("kill=recorder@5",))
+    assert result.status == "refused" and result.refusal["code"] == "participant_lost"
+    assert "recorder (pid " in result.refusal["detail"] and "unrecorded" in result.refusal["detail"]
+    assert 5 <= result.refusal["step"] < 400
+    assert processes_mentioning(result.run_dir) == []
+
+
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
     calm = lockstep(tmp_path, steps=25, layout="single")
     jittery = lockstep(tmp_path, steps=25, layout="single", faults=("jitter=15",))

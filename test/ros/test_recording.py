@@ -4,6 +4,7 @@ directories, a bag other MCAP readers can read, and no message lost."""
 from __future__ import annotations
 
 import json
+import os
 import struct
 from collections import Counter
 from pathlib import Path
@@ -122,6 +123,8 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
     assert manifest["versions"]["rclpy"] and manifest["versions"]["numpy"]
     assert set(manifest["nodes"]) >= {"clock_master", "sim_bridge", "driver", "recorder"}
     assert manifest["nodes"]["clock_master"]["params"]["decision_us"] == 100_000
+    pids = {manifest["nodes"][n]["process"]["pid"] for n in ("clock_master", "sim_bridge", "driver", "recorder")}
+    assert pids == {os.getpid()}  # each node names its process: here all ran in this one
     assert manifest["contract"] == {"decision_us": 100_000, "tick_us": 20_000, "ticks_per_step": 5, "latency_steps": 0}
     record = steps_of(result)[0]
     assert "wall_step_ns" not in record["timing"] and "wall_step_ns" in record["wall"]
