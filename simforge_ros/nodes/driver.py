@@ -8,6 +8,7 @@ are not ordered with each other. A frame that does not come in time is `missing_
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from dataclasses import replace
@@ -17,6 +18,7 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import Image
+from std_msgs.msg import String
 
 from simforge_ros import topics
 from simforge_ros.core.errors import MissingFrame, ParticipantError, Refusal, StaleFrame
@@ -27,6 +29,7 @@ from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
+    LATCHED_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
@@ -43,6 +46,7 @@ from simforge_ros.srv import Decide
 
 NAME = "driver"
 ALL_CAMERAS = ("chase", "front", "left", "rear", "right")
+_MATCH_POLL_S = 0.01  # wall clock: how often the image readers' matches are checked before Decide
 
 
 class Driver:
@@ -66,20 +70,49 @@ class Driver:
         self._waiting: dict[tuple[str, int], Future] = {}
         self.finished = False
         cameras = ALL_CAMERAS if values["policy"] != "route" else ()
-        # Subscriptions exist before the service, so the clock master (which waits for the
-        # service) never starts a step that this node could miss frames of.
-        self._subs = [
-            self.node.create_subscription(Image, topics.image_topic(c), self._frame_cb(c), RECORD_QOS)
+        self._subs = {
+            c: self.node.create_subscription(Image, topics.image_topic(c), self._frame_cb(c), RECORD_QOS)
             for c in cameras
-        ]
+        }
         self._params_pub = publish_node_params(
             self.node, NAME, values, {"policy": self.policy.describe(), "faults": self._faults.specs()}
         )
         self._status_sub = watch_run_status(self.node, self._on_final)
-        # A policy that never looks at a camera is served by a plain callback: a coroutine
-        # callback costs the executor a Task and its futures on every call, for nothing.
-        handler: Any = self._on_decide if cameras else self._on_decide_now
+        self.offering = False
+        if not cameras:
+            # A policy that never looks at a camera is served by a plain callback: a
+            # coroutine callback costs the executor a Task and its futures on every call.
+            self._offer(self._on_decide_now)
+            return
+        # Decide is offered (and the clock master starts stepping) only once the bridge's
+        # image writers have matched these readers: a frame published before that never
+        # reaches this node, which would then wait for it and refuse missing_frame. The
+        # bridge's parameters name its cameras; their reader is made after the image
+        # readers, and discovery announces a participant's readers in the order they were
+        # made (as for the recorder's Finish).
+        self._bridge_cameras: list[str] | None = None
+        self._params_sub = self.node.create_subscription(String, topics.NODE_PARAMS, self._on_params, LATCHED_QOS)
+        self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_when_matched)
+
+    def _offer(self, handler: Any) -> None:
         self.node.create_service(Decide, topics.DECIDE_SERVICE, handler)
+        self.offering = True
+
+    def _on_params(self, msg: String) -> None:
+        try:
+            info = json.loads(msg.data)
+            if info.get("node") == "sim_bridge":
+                self._bridge_cameras = [str(c) for c in info["params"]["cameras"]]
+        except (ValueError, KeyError, TypeError):  # not the bridge's to judge here
+            return
+
+    def _offer_when_matched(self) -> None:
+        if self.offering or self._bridge_cameras is None:
+            return
+        if any(self._subs[c].get_publisher_count() < 1 for c in self._bridge_cameras if c in self._subs):
+            return
+        self.node.destroy_timer(self._offer_timer)
+        self._offer(self._on_decide)
 
     def _on_final(self, _status: Any) -> None:
         self.finished = True

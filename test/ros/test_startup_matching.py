@@ -83,3 +83,68 @@ def test_the_clock_master_writes_exactly_the_step_topics_the_recorder_waits_for(
         if clock is not None:
             clock.node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("last", ["image writer", "bridge parameters"])
+def test_a_camera_driver_offers_decide_only_once_the_bridge_s_image_writers_matched(ros_lease, tmp_path, last):
+    """Frames published before the driver's readers matched would never reach it (it would
+    wait, then refuse missing_frame): the bridge's parameters name its cameras, and Decide
+    appears only once a writer of each has matched."""
+    from sensor_msgs.msg import Image
+    from simforge_ros.srv import Decide
+
+    from simforge_ros.nodes.driver import Driver
+
+    params = tmp_path / "params.yaml"
+    write_params_file(params, {"driver": {"policy": "torch"}})
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
+    executor = make_executor(context)
+    nodes = []
+    try:
+        driver = Driver(context)
+        probe = Node("bridge_stand_in", context=context)
+        nodes = [driver.node, probe]
+        for node in nodes:
+            executor.add_node(node)
+        decide = probe.create_client(Decide, topics.DECIDE_SERVICE)
+
+        def spin_for(seconds: float, until=lambda: False) -> None:
+            wall_deadline = time.monotonic() + seconds
+            while time.monotonic() < wall_deadline and not until():
+                executor.spin_once(timeout_sec=0.02)
+
+        writers = [probe.create_publisher(Image, topics.image_topic("front"), RECORD_QOS)]
+        latched = []
+        if last == "image writer":
+            latched.append(publish_node_params(probe, "sim_bridge", {"cameras": ["front", "left"]}))
+        else:
+            writers.append(probe.create_publisher(Image, topics.image_topic("left"), RECORD_QOS))
+        spin_for(1.0)
+        assert not driver.offering and not decide.service_is_ready()  # one thing still missing
+
+        if last == "image writer":
+            writers.append(probe.create_publisher(Image, topics.image_topic("left"), RECORD_QOS))
+        else:
+            latched.append(publish_node_params(probe, "sim_bridge", {"cameras": ["front", "left"]}))
+        spin_for(10.0, lambda: driver.offering and decide.service_is_ready())
+        assert driver.offering and decide.service_is_ready()
+        assert all(w.get_subscription_count() >= 1 for w in writers)
+    finally:
+        close_nodes(executor, nodes)
+        rclpy.shutdown(context=context)
+
+
+def test_a_driver_without_cameras_offers_decide_at_once(ros_lease):
+    from simforge_ros.nodes.driver import Driver
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_lease.domain_id)
+    driver = None
+    try:
+        driver = Driver(context)
+        assert driver.offering and driver.node.count_subscribers(topics.image_topic("front")) == 0
+    finally:
+        if driver is not None:
+            driver.node.destroy_node()
+        rclpy.shutdown(context=context)
