@@ -130,19 +130,46 @@ def _key(key: object) -> bytes:
     return chunk
 
 
+_PACK_FLOAT = struct.Struct(">cd").pack  # b"D" + binary64, one call
+_INT_HEADS = tuple(b"I" + _Q.pack(n) for n in range(17))  # b"I" Q(n) for ints up to 128 bits
+_ORDERS: dict[tuple[str, ...], tuple[tuple[str, bytes], ...]] = {}  # a dict's keys -> sorted, encoded
+_ORDERS_MAX = 1024
+
+
+def _order(value: dict[Any, Any]) -> tuple[tuple[str, bytes], ...]:
+    """The dict's keys in code point order with their encodings (cached per key set: a
+    record's dicts come in a few fixed shapes)."""
+    keys = tuple(value)
+    order = _ORDERS.get(keys)
+    if order is None:
+        order = tuple((key, _KEYS.get(key) or _key(key)) for key in sorted(value))  # mixed keys fail here
+        if len(_ORDERS) < _ORDERS_MAX:
+            _ORDERS[keys] = order
+    return order
+
+
 def _fast_walk(value: Any, out: list[bytes]) -> None:
     put = out.append
     t = type(value)
-    if t is dict:
+    if t is float:
+        put(_PACK_FLOAT(b"D", value))
+    elif t is dict:
         put(b"M" + _Q.pack(len(value)))
-        for key in sorted(value):  # mixed key types fail here; non-str keys in _key
-            put(_KEYS.get(key) or _key(key))
-            _fast_walk(value[key], out)
-    elif t is float:
-        put(b"D" + _D.pack(value))
+        for key, key_bytes in _order(value):
+            put(key_bytes)
+            item = value[key]
+            it = type(item)
+            # the scalars a record is made of, inline: a call per leaf is most of the cost
+            if it is float:
+                put(_PACK_FLOAT(b"D", item))
+            elif it is int:
+                raw = item.to_bytes(item.bit_length() // 8 + 1, "big", signed=True)
+                put(_INT_HEADS[len(raw)] + raw if len(raw) < 17 else b"I" + _Q.pack(len(raw)) + raw)
+            else:
+                _fast_walk(item, out)
     elif t is int:
         raw = value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
-        put(b"I" + _Q.pack(len(raw)) + raw)
+        put(_INT_HEADS[len(raw)] + raw if len(raw) < 17 else b"I" + _Q.pack(len(raw)) + raw)
     elif t is str:
         raw = value.encode("utf-8")
         put(b"S" + _Q.pack(len(raw)) + raw)
@@ -386,9 +413,15 @@ def strip_wall(plain: Mapping[str, object]) -> dict[str, object]:
     return {k: _strip(v) for k, v in plain.items() if not (isinstance(k, str) and k.startswith("wall_"))}
 
 
+_LEAVES = (float, int, str, bool, bytes, type(None))  # exact types: no ABC check for them
+
+
 def _strip(value: object) -> object:
-    if isinstance(value, Mapping):
-        return strip_wall(value)
-    if isinstance(value, (list, tuple)):
-        return [_strip(v) for v in value]
+    t = type(value)
+    if t in _LEAVES:
+        return value
+    if t is dict or isinstance(value, Mapping):
+        return strip_wall(value)  # type: ignore[arg-type]
+    if t is list or t is tuple or isinstance(value, (list, tuple)):
+        return [_strip(v) for v in value]  # type: ignore[attr-defined]
     return value

@@ -38,6 +38,17 @@ def test_fast_encode_is_the_general_encoding(value):
     assert encode(value) == encode_general(value)
 
 
+def test_dicts_encode_by_their_own_keys_whatever_their_order_and_shape_seen_before():
+    """The fast path caches each key set's sorted order and writes a dict's float and int
+    values inline: held to the reference for shapes seen, reordered and new, and for ints
+    of every length (the inline header table covers up to 16 bytes)."""
+    shapes = [{"b": 1, "a": 2.0}, {"a": 2.0, "b": 1}, {"b": 1, "c": -0.0}, {"b": True, "a": None},
+              {"x": 2**127, "y": -(2**127) - 1, "z": 2**200, "u": 2**119, "w": -1, "v": 0}]
+    for value in shapes + shapes:  # the second pass hits the cache
+        assert encode(value) == encode_general(value)
+    assert encode(shapes[0]) == encode(shapes[1])
+
+
 def test_nan_keeps_its_bytes():
     assert encode([math.nan]) == encode_general([math.nan])
 
