@@ -27,7 +27,6 @@ from rclpy.duration import Duration
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
-from std_msgs.msg import String
 
 from simforge_ros import topics
 from simforge_ros.core.errors import (
@@ -72,6 +71,7 @@ from simforge_ros.nodes.common import (
     publish_node_params,
     spin_future,
     spin_until,
+    watch_node_params,
 )
 from simforge_ros.process_tuning import freeze_startup, tune_process
 from simforge_ros.srv import Decide, Finish, Step
@@ -207,7 +207,7 @@ class ClockMaster:
         self._driver = _Peer(self.node.create_client(Decide, topics.DECIDE_SERVICE), "driver")
         self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
         self._peers = {p.who: p for p in (self._bridge, self._driver, self._recorder)}
-        self._params_sub = self.node.create_subscription(String, topics.NODE_PARAMS, self._on_params, LATCHED_QOS)
+        self._params_sub = watch_node_params(self.node, self._on_params)
         self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
         self._executor: Executor | None = None
         self._step = -1
@@ -218,15 +218,11 @@ class ClockMaster:
         self.interrupted = False
 
     # -- participants over ROS -------------------------------------------------------------
-    def _on_params(self, msg: String) -> None:
+    def _on_params(self, info: dict[str, Any]) -> None:
         """Learn each participant's process from its latched parameters (before it answers)."""
-        try:
-            info = json.loads(msg.data)
-            peer, process = self._peers.get(info.get("node")), info.get("process") or {}
-            if peer is not None and peer.pid is None and isinstance(process.get("pid"), int):
-                peer.pid, peer.host = process["pid"], process.get("host")
-        except (ValueError, AttributeError):  # not ours to judge: the recorder keeps it as it came
-            return
+        peer, process = self._peers.get(str(info.get("node"))), info.get("process")
+        if peer is not None and peer.pid is None and isinstance(process, dict) and isinstance(process.get("pid"), int):
+            peer.pid, peer.host = process["pid"], process.get("host")
 
     def _watch_recorder(self, step: int) -> None:
         """Refuse at once when the recorder is gone: the run would go on unrecorded, and

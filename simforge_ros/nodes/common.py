@@ -128,6 +128,21 @@ def publish_node_params(
     return pub
 
 
+def watch_node_params(node: Node, on_params: Callable[[dict[str, Any]], None]) -> Any:
+    """Call ``on_params(info)`` with each node's latched parameters (publish_node_params);
+    a message that is not such a JSON object is skipped (the recorder keeps it as it came)."""
+
+    def _cb(msg: String) -> None:
+        try:
+            info = json.loads(msg.data)
+        except ValueError:
+            return
+        if isinstance(info, dict):
+            on_params(info)
+
+    return node.create_subscription(String, topics.NODE_PARAMS, _cb, LATCHED_QOS)
+
+
 def watch_run_status(node: Node, on_final: Callable[[Any], None]) -> Any:
     """Call ``on_final(status)`` when the run's final RunStatus (counted/refused) arrives."""
     from simforge_ros.msg import RunStatus

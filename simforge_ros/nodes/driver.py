@@ -8,7 +8,6 @@ are not ordered with each other. A frame that does not come in time is `missing_
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import replace
@@ -18,7 +17,6 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.task import Future
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
 
 from simforge_ros import topics
 from simforge_ros.core.errors import MissingFrame, ParticipantError, Refusal, StaleFrame
@@ -29,7 +27,6 @@ from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
-    LATCHED_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
@@ -40,6 +37,7 @@ from simforge_ros.nodes.common import (
     run_participant,
     stall_forever,
     unexpected,
+    watch_node_params,
     watch_run_status,
 )
 from simforge_ros.srv import Decide
@@ -91,20 +89,17 @@ class Driver:
         # readers, and discovery announces a participant's readers in the order they were
         # made (as for the recorder's Finish).
         self._bridge_cameras: list[str] | None = None
-        self._params_sub = self.node.create_subscription(String, topics.NODE_PARAMS, self._on_params, LATCHED_QOS)
+        self._params_sub = watch_node_params(self.node, self._on_params)
         self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_when_matched)
 
     def _offer(self, handler: Any) -> None:
         self.node.create_service(Decide, topics.DECIDE_SERVICE, handler)
         self.offering = True
 
-    def _on_params(self, msg: String) -> None:
-        try:
-            info = json.loads(msg.data)
-            if info.get("node") == "sim_bridge":
-                self._bridge_cameras = [str(c) for c in info["params"]["cameras"]]
-        except (ValueError, KeyError, TypeError):  # not the bridge's to judge here
-            return
+    def _on_params(self, info: dict[str, Any]) -> None:
+        cameras = (info.get("params") or {}).get("cameras") if info.get("node") == "sim_bridge" else None
+        if isinstance(cameras, list):
+            self._bridge_cameras = [str(c) for c in cameras]
 
     def _offer_when_matched(self) -> None:
         if self.offering or self._bridge_cameras is None:

@@ -6,6 +6,7 @@ that is visible proves nothing about the topics or the data path."""
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -27,27 +28,39 @@ WRITERS = ((Clock, topics.CLOCK), (StepTiming, topics.TIMING), (DriverAction, to
            (DriverAction, topics.APPLIED), (VehicleState, topics.STATE))
 
 
-@pytest.mark.parametrize("last", ["state writer", "bridge parameters"])
-def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, tmp_path, last):
+@contextmanager
+def _shell_and_probe(ros_lease, tmp_path, node_params, make_shell, probe_name):
+    """A node shell and a probe node on one executor in a fresh context; yields the shell,
+    the probe and spin_for(seconds, until)."""
     params = tmp_path / "params.yaml"
-    write_params_file(params, {"recorder": {"out_dir": str(tmp_path / "run")}})
+    write_params_file(params, node_params)
     context = rclpy.Context()
     rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
     executor = make_executor(context)
     nodes = []
     try:
-        recorder = Recorder(context)
-        probe = Node("startup_probe", context=context)
-        nodes = [recorder.node, probe]
+        shell = make_shell(context)
+        probe = Node(probe_name, context=context)
+        nodes = [shell.node, probe]
         for node in nodes:
             executor.add_node(node)
-        finish = probe.create_client(Finish, topics.FINISH_SERVICE)
 
         def spin_for(seconds: float, until=lambda: False) -> None:
             wall_deadline = time.monotonic() + seconds
             while time.monotonic() < wall_deadline and not until():
                 executor.spin_once(timeout_sec=0.02)
 
+        yield shell, probe, spin_for
+    finally:
+        close_nodes(executor, nodes)
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("last", ["state writer", "bridge parameters"])
+def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, tmp_path, last):
+    node_params = {"recorder": {"out_dir": str(tmp_path / "run")}}
+    with _shell_and_probe(ros_lease, tmp_path, node_params, Recorder, "startup_probe") as (recorder, probe, spin_for):
+        finish = probe.create_client(Finish, topics.FINISH_SERVICE)
         writers = [probe.create_publisher(cls, topic, RECORD_QOS) for cls, topic in WRITERS[:-1]]
         latched = [publish_node_params(probe, "clock_master", {})]
         if last == "state writer":
@@ -65,9 +78,6 @@ def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, 
         assert recorder.offering and finish.service_is_ready()
         assert all(w.get_subscription_count() >= 1 for w in writers)
         recorder.close()
-    finally:
-        close_nodes(executor, nodes)
-        rclpy.shutdown(context=context)
 
 
 def test_the_clock_master_writes_exactly_the_step_topics_the_recorder_waits_for(ros_lease):
@@ -95,25 +105,9 @@ def test_a_camera_driver_offers_decide_only_once_the_bridge_s_image_writers_matc
 
     from simforge_ros.nodes.driver import Driver
 
-    params = tmp_path / "params.yaml"
-    write_params_file(params, {"driver": {"policy": "torch"}})
-    context = rclpy.Context()
-    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
-    executor = make_executor(context)
-    nodes = []
-    try:
-        driver = Driver(context)
-        probe = Node("bridge_stand_in", context=context)
-        nodes = [driver.node, probe]
-        for node in nodes:
-            executor.add_node(node)
+    node_params = {"driver": {"policy": "torch"}}
+    with _shell_and_probe(ros_lease, tmp_path, node_params, Driver, "bridge_stand_in") as (driver, probe, spin_for):
         decide = probe.create_client(Decide, topics.DECIDE_SERVICE)
-
-        def spin_for(seconds: float, until=lambda: False) -> None:
-            wall_deadline = time.monotonic() + seconds
-            while time.monotonic() < wall_deadline and not until():
-                executor.spin_once(timeout_sec=0.02)
-
         writers = [probe.create_publisher(Image, topics.image_topic("front"), RECORD_QOS)]
         latched = []
         if last == "image writer":
@@ -130,9 +124,6 @@ def test_a_camera_driver_offers_decide_only_once_the_bridge_s_image_writers_matc
         spin_for(10.0, lambda: driver.offering and decide.service_is_ready())
         assert driver.offering and decide.service_is_ready()
         assert all(w.get_subscription_count() >= 1 for w in writers)
-    finally:
-        close_nodes(executor, nodes)
-        rclpy.shutdown(context=context)
 
 
 def test_a_driver_without_cameras_offers_decide_at_once(ros_lease):
