@@ -63,6 +63,9 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
 }
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
+# Wall clock: steps.jsonl is flushed at the first record and then at most this long after
+# the last flush, so a recorder killed outright loses at most that much of what it chained.
+_STEPS_FLUSH_S = 0.2
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
@@ -95,6 +98,7 @@ class Recorder:
         self._bag = BackgroundBagWriter(self.out_dir / "bag", values["storage"])
         self._bag.open()
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
+        self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
         self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
         self._step_ns = array("q")  # wall_step_ns per step, for the manifest
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
@@ -188,6 +192,9 @@ class Recorder:
         for record in completed:
             self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")
             self._step_ns.append(record["wall"].get("wall_step_ns", 0))
+        if completed and time.monotonic() >= self._flush_at:
+            self._steps_file.flush()
+            self._flush_at = time.monotonic() + _STEPS_FLUSH_S
         if (completed or side_done) and self._progress is not None and not self._progress.done():
             self._progress.set_result(True)
 

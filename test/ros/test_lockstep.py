@@ -121,6 +121,9 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     assert "recorder (pid " in result.refusal["detail"] and "unrecorded" in result.refusal["detail"]
     assert 5 <= result.refusal["step"] < 400
     assert processes_mentioning(result.run_dir) == []
+    # what it chained before it died is kept (flushed at the first record, then every 0.2 s)
+    kept = steps_of(result)
+    assert 1 <= len(kept) <= 5 and [s["step"] for s in kept] == list(range(len(kept)))
 
 
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
