@@ -22,7 +22,7 @@ from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
 from simforge_ros.backends.base import RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
-from simforge_ros.core.errors import ConfigError, Refusal
+from simforge_ros.core.errors import ConfigError, ParticipantError, Refusal
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
@@ -109,7 +109,9 @@ class SimBridge:
             for frame in frames:
                 self._publish_frame(frame)
         except Exception as err:  # noqa: BLE001 - refuse the next step, never die silently
-            self._failed = unexpected(self.core.last_step, err)
+            step = self.core.last_step
+            self._failed = ParticipantError(
+                step, f"the frames of step {step} failed after its answer: {type(err).__name__}: {err}")
 
     def _publish_frame(self, frame: RenderedFrame) -> None:
         camera = frame.stamp.camera

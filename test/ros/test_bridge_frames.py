@@ -96,5 +96,5 @@ def test_frames_that_fail_after_the_answer_refuse_the_next_step(bridge_and_probe
     spin_for(0.5)
     refused = step(1)
     assert not refused.ok and refused.refusal_code == "participant_error"
-    assert "RuntimeError: cannot publish front" in refused.detail
+    assert "the frames of step 0 failed after its answer: RuntimeError: cannot publish front" in refused.detail
     assert images == []
