@@ -59,8 +59,11 @@ def test_a_whole_number_camera_period_in_seconds_is_accepted(tmp_path):
         ("rig_offset=0.0054,0.134", "pose_tolerance", 0),
     ],
 )
-def test_each_contract_refusal_fires_at_its_step_and_keeps_the_records(tmp_path, fault, code, step):
-    result = lockstep(tmp_path, steps=20, layout="single", faults=(fault,))
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_each_contract_refusal_fires_at_its_step_and_keeps_the_records(tmp_path, fault, code, step, layout):
+    """In processes the bridge draws a step's frames after its answer: those of the steps
+    before the refusal are in the bag all the same."""
+    result = lockstep(tmp_path, steps=20, layout=layout, faults=(fault,))
     assert _refusal(result) == (code, step)
     manifest = manifest_of(result)
     assert manifest["status"] == "refused" and manifest["refusal"]["code"] == code
@@ -76,8 +79,13 @@ def test_each_contract_refusal_fires_at_its_step_and_keeps_the_records(tmp_path,
         elif item.topic == topics.CLOCK:
             stamp = item.msg.clock
             by_topic.setdefault("clock", []).append(int(stamp.sec * 1_000_000 + stamp.nanosec // 1000))
+        elif item.topic in (topics.image_topic("chase"), topics.image_topic("front")):
+            stamp = item.msg.header.stamp
+            by_topic.setdefault(item.topic, []).append(int(stamp.sec * 1_000_000 + stamp.nanosec // 1000))
     assert by_topic["state"] == list(range(step + 1))
     assert by_topic["clock"] == [k * 100_000 for k in range(step + 1)]
+    for camera in ("chase", "front"):
+        assert sorted(by_topic.get(topics.image_topic(camera), []))[:step] == [k * 100_000 for k in range(step)]
 
 
 def test_a_rig_error_within_tolerance_does_not_trip_the_pose_guard(tmp_path):
