@@ -57,7 +57,8 @@ def _synthetic() -> dict:
                  _loop_run("processes", 0, True, 300.0, steps_incomplete=1, missing_messages={}),
                  _loop_run("processes", 4, True, 16000.0, steps_incomplete=0, missing_messages={})],
         "baseline": {"no_cameras": {"per_step_us": {"median": 250.0}, "steps_per_s": 4000.0}},
-        "brackets": {"floor_processes": [floor, dict(floor, service_us={"median": 140.0})],
+        "brackets": {"floor_processes": [floor, dict(floor, service_us={"median": 140.0}),
+                                         dict(floor, service_us={"median": 700.0})],
                      "four_cameras_single": [{"per_step_us": {"median": 11000.0}},
                                              {"per_step_us": {"median": 13000.0}}],
                      "four_cameras_processes": [{"per_step_us": {"median": 12500.0}},
@@ -74,8 +75,8 @@ def _synthetic() -> dict:
 def test_derived_figures_follow_their_definitions():
     doc = _synthetic()
     assert set(doc) >= KEYS
-    assert doc["floor_us"] == 120.0  # the mean of the floors around the processes run
-    assert doc["ratio_processes"] == pytest.approx(300.0 / (2 * 120.0))
+    assert doc["floor_us"] == 140.0  # the median of the floors around the processes runs: not moved by 700
+    assert doc["ratio_processes"] == pytest.approx(300.0 / (2 * 140.0))
     assert doc["ratio_single"] == pytest.approx(500.0 / (2 * 40.0))
     assert doc["steps_per_s"]["single"] == pytest.approx(1e6 / 550.0)
     assert doc["steps_per_s"]["processes"] == pytest.approx(1e6 / 330.0)
