@@ -337,7 +337,7 @@ def _mean(values: list[Any]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def _middle(values: list[Any]) -> float | None:
+def _median_of(values: list[Any]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
 
@@ -353,7 +353,7 @@ def derive(doc: dict[str, Any]) -> dict[str, Any]:
     floor = _floor(doc, "two_processes", "events")
     # the median of the cells: a mean let one disturbed cell (744 and 774 µs among four of
     # 303-348) pull the floor to 470 µs and the ratio under its target
-    floor_us = _middle(around) if around else (floor["service_us"].get("median") if floor else None)
+    floor_us = _median_of(around) if around else (floor["service_us"].get("median") if floor else None)
     floor_one = _floor(doc, "one_process", "events")
     floor_one_us = floor_one["service_us"].get("median") if floor_one else None
     sps = {lay: (_run(doc, lay, 0, True) or {}).get("steps_per_s") for lay in ("single", "processes")}

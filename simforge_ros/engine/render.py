@@ -9,6 +9,7 @@ come from fixed uint8 palettes, so no float-to-byte rounding can differ between 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,7 +117,7 @@ class Renderer:
         self._ground_rows = {name: np.flatnonzero(g.dz.ravel() < -1e-9) for name, g in self._grids.items()}
         self._painter = GroundPainter(scenario)
 
-    def render(self, camera: str, pose: Pose2D, boxes: list[RenderBox]) -> np.ndarray:
+    def render(self, camera: str, pose: Pose2D, boxes: Sequence[RenderBox]) -> np.ndarray:
         """H x W x 3 uint8 image from camera mounted on an ego at ``pose``."""
         grid = self._grids[camera]
         m = grid.mount

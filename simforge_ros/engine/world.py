@@ -72,7 +72,7 @@ class FrameJob:
         return FrameStamp(self.camera, self.t_us, self.pose)
 
     def draw(self) -> Frame:
-        pixels = self.renderer.render(self.camera, self.pose, list(self.boxes))
+        pixels = self.renderer.render(self.camera, self.pose, self.boxes)
         pixels.setflags(write=False)
         return Frame(self.camera, self.t_us, self.pose, pixels)
 

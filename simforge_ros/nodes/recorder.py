@@ -192,9 +192,11 @@ class Recorder:
         for record in completed:
             self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")
             self._step_ns.append(record["wall"].get("wall_step_ns", 0))
-        if completed and time.monotonic() >= self._flush_at:
-            self._steps_file.flush()
-            self._flush_at = time.monotonic() + _STEPS_FLUSH_S
+        if completed:
+            now = time.monotonic()
+            if now >= self._flush_at:
+                self._steps_file.flush()
+                self._flush_at = now + _STEPS_FLUSH_S
         if (completed or side_done) and self._progress is not None and not self._progress.done():
             self._progress.set_result(True)
 
