@@ -48,6 +48,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("pose_tolerance_m", "float", 0.01, "frame pose vs simulated pose, metres"),
         ParamSpec("pose_tolerance_deg", "float", 0.1, "frame pose vs simulated pose, degrees"),
         ParamSpec("record", "bool", True, "wait for the recorder to confirm the run"),
+        ParamSpec("recorder_backlog_steps", "int", 128,
+                  "steps the loop may run ahead of the recorder before it pauses for it", positive=True),
     ),
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded"),

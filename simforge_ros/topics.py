@@ -10,6 +10,9 @@ STATE = "/simforge/state"
 CONTACTS = "/simforge/contacts"
 STATUS = "/simforge/status"
 NODE_PARAMS = "/simforge/node_params"
+# std_msgs/UInt64: steps the recorder has chained so far (wall-clock paced, never recorded);
+# the clock master keeps its lead over the recorder bounded with it (core.backlog)
+RECORDED = "/simforge/recorded"
 # published once a step, all by the clock master: what a recorder must hear from the start
 STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 

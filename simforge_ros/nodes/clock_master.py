@@ -25,10 +25,13 @@ import rclpy
 from rclpy.client import Client
 from rclpy.duration import Duration
 from rclpy.executors import Executor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
+from std_msgs.msg import UInt64
 
 from simforge_ros import topics
+from simforge_ros.core.backlog import RecorderBacklog
 from simforge_ros.core.errors import (
     EXIT_COUNTED,
     EXIT_FAILURE,
@@ -36,6 +39,7 @@ from simforge_ros.core.errors import (
     Aborted,
     ConfigError,
     IncompleteRun,
+    ParticipantError,
     ParticipantLost,
     ParticipantTimeout,
     Refusal,
@@ -58,6 +62,7 @@ from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
     LATCHED_QOS,
+    PROGRESS_QOS,
     RECORD_QOS,
     TEARDOWN_S,
     WALL_POLL_S,
@@ -77,6 +82,7 @@ from simforge_ros.process_tuning import freeze_startup, tune_process
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
+RCLError = _rclpy.RCLError
 # The one line a launcher reads from the clock master's stdout for the outcome.
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 # Wall-clock wait for the recorder to acknowledge the last records before Finish is sent.
@@ -95,6 +101,7 @@ class ClockConfig:
     participant_timeout_s: float
     startup_timeout_s: float
     record: bool
+    recorder_backlog_steps: int
 
 
 @dataclass(frozen=True)
@@ -119,15 +126,19 @@ class RunOutcome:
         }
 
 
-def wall_summary(cycles_ns: Sequence[int], finish_ns: int) -> dict[str, Any]:
+def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int = 0,
+                 recorder_pause_ns: int = 0) -> dict[str, Any]:
     """The loop's per-step wall times (each step's whole cycle), start-up excluded.
 
     The first min(50, n // 10) steps are left out (scenario load, DDS discovery settling);
-    ``finish_ns`` is how long the recorder took to confirm the run after the last step.
+    ``finish_ns`` is how long the recorder took to confirm the run after the last step;
+    the loop paused ``recorder_pauses`` times for the recorder (core.backlog), in all
+    ``recorder_pause_ns`` (inside the step times).
     """
     skip = min(50, len(cycles_ns) // 10)
     timed = sorted(cycles_ns[skip:])
-    out: dict[str, Any] = {"steps": len(cycles_ns), "skipped": skip, "timed": len(timed), "finish_ns": finish_ns}
+    out: dict[str, Any] = {"steps": len(cycles_ns), "skipped": skip, "timed": len(timed), "finish_ns": finish_ns,
+                           "recorder_pauses": recorder_pauses, "recorder_pause_ns": recorder_pause_ns}
     if timed:
         out.update(
             total_ns=sum(timed), mean_ns=sum(timed) // len(timed), median_ns=timed[len(timed) // 2],
@@ -193,6 +204,7 @@ class ClockMaster:
             participant_timeout_s=values["participant_timeout_ms"] / 1000.0,
             startup_timeout_s=values["startup_timeout_ms"] / 1000.0,
             record=values["record"],
+            recorder_backlog_steps=values["recorder_backlog_steps"],
         )
         if values["steps"] < 0:
             raise ConfigError.single(NAME, "steps", "an integer >= 0", values["steps"])
@@ -208,6 +220,10 @@ class ClockMaster:
         self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
         self._peers = {p.who: p for p in (self._bridge, self._driver, self._recorder)}
         self._params_sub = watch_node_params(self.node, self._on_params)
+        self._backlog = RecorderBacklog(self.config.recorder_backlog_steps)
+        self._pauses = 0  # times the loop waited for the recorder, and how long (wall)
+        self._pause_ns = 0
+        self._progress_sub = self.node.create_subscription(UInt64, topics.RECORDED, self._on_recorded, PROGRESS_QOS)
         self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
         self._executor: Executor | None = None
         self._step = -1
@@ -218,6 +234,9 @@ class ClockMaster:
         self.interrupted = False
 
     # -- participants over ROS -------------------------------------------------------------
+    def _on_recorded(self, msg: UInt64) -> None:
+        self._backlog.note_recorded(int(msg.data))
+
     def _on_params(self, info: dict[str, Any]) -> None:
         """Learn each participant's process from its latched parameters (before it answers)."""
         peer, process = self._peers.get(str(info.get("node"))), info.get("process")
@@ -234,6 +253,44 @@ class ClockMaster:
         if self._recorder.gone():
             pid = self._recorder.pid
             raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
+
+    def _keep_up_with_recorder(self, step: int) -> None:
+        """Past ``recorder_backlog_steps`` steps ahead of what the recorder has chained,
+        wait until it is within half of that: an unbounded lead fills the transport's
+        histories until a publish fails (see core.backlog). A recorder that chains nothing
+        for participant_timeout_ms meanwhile is refused like any participant that does not
+        answer; one that is gone, like any lost participant."""
+        published = step + 1  # steps 0..step, once the pending records are out
+        if not self._backlog.must_pause(published):
+            return
+        self._pauses += 1
+        pause_start = time.perf_counter_ns()
+        try:
+            self._wait_for_recorder(step, published)
+        finally:
+            self._pause_ns += time.perf_counter_ns() - pause_start
+
+    def _wait_for_recorder(self, step: int, published: int) -> None:
+        assert self._executor is not None
+        self._flush()  # what the recorder needs to chain up to this step
+        timeout_s = self.config.participant_timeout_s
+        wall_deadline = time.monotonic() + timeout_s
+        recorded = self._backlog.recorded
+        while not self._backlog.may_resume(published):
+            if self.interrupted:
+                raise Aborted(step, "interrupted")
+            if self._recorder.gone():
+                pid = self._recorder.pid
+                raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
+            if self._backlog.recorded != recorded:  # progress: a fresh timeout
+                recorded = self._backlog.recorded
+                wall_deadline = time.monotonic() + timeout_s
+            elif time.monotonic() >= wall_deadline:
+                raise ParticipantTimeout(
+                    step, f"recorder chained no step within {timeout_s:g} s while "
+                          f"{self._backlog.behind(published)} steps behind ({recorded} steps chained)"
+                )
+            self._executor.spin_once(timeout_sec=WALL_POLL_S)
 
     def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float) -> Any:
         """Call a participant; refuse with participant_lost/timeout instead of hanging."""
@@ -302,9 +359,18 @@ class ClockMaster:
     def _flush(self) -> None:
         """Publish what is held back (each message object is refilled only after this)."""
         pending = self._pending
-        for publisher, msg in pending:
-            publisher.publish(msg)
-        pending.clear()
+        try:
+            for publisher, msg in pending:
+                publisher.publish(msg)
+        except RCLError as err:
+            # a reader that takes nothing (a stalled recorder of someone else's, say) fills a
+            # reliable keep-all writer's history until publishing fails: refuse, by name
+            raise ParticipantError(
+                self._step, f"publishing on {publisher.topic_name} failed ({err}); a reliable reader "
+                            "is not taking messages"
+            ) from None
+        finally:
+            pending.clear()
 
     def clock(self, step: int, t_us: int) -> None:
         """/clock = t(k): sent with the Decide request of step k (the world is at t(k))."""
@@ -324,6 +390,8 @@ class ClockMaster:
             (self._action_pub, convert.action_msg(action, msgs.action)),
             (self._applied_pub, convert.action_msg(applied, msgs.applied)),
         ]
+        if self.config.record:
+            self._keep_up_with_recorder(timing.step)
 
     def _wait_recorded(self) -> None:
         """Return once the recorder has every record published so far (or the wait ran out).
@@ -394,7 +462,10 @@ class ClockMaster:
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
-        self._flush()  # the last step's records (or a refused run's last /clock and state)
+        try:
+            self._flush()  # the last step's records (or a refused run's last /clock and state)
+        except Refusal as err:
+            refusal = refusal or err
         if self.config.record and not self._recorder.gone():
             self._wait_recorded()
         chain = ""
@@ -419,7 +490,8 @@ class ClockMaster:
                     refusal = err
         state = "refused" if refusal is not None else "counted"
         self._publish_status(state, progress.steps_done, refusal)
-        wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start)
+        wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start,
+                            self._pauses, self._pause_ns)
         return RunOutcome(state, refusal, progress.steps_done, chain, wall)
 
 

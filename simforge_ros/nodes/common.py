@@ -39,6 +39,8 @@ _TYPES = {
 
 # Every record must arrive: reliable, and no history depth that could overwrite one.
 RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
+# The recorder's progress (topics.RECORDED): only the latest count matters.
+PROGRESS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 # Run status and node parameters reach late joiners too.
 LATCHED_QOS = QoSProfile(
     depth=16, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL

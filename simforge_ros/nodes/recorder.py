@@ -26,7 +26,7 @@ from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
-from std_msgs.msg import String
+from std_msgs.msg import String, UInt64
 
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
@@ -35,6 +35,7 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
     LATCHED_QOS,
+    PROGRESS_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
@@ -66,6 +67,11 @@ _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked b
 # Wall clock: steps.jsonl is flushed at the first record and then at most this long after
 # the last flush, so a recorder killed outright loses at most that much of what it chained.
 _STEPS_FLUSH_S = 0.2
+# Progress reports on topics.RECORDED: every quarter of the clock master's
+# recorder_backlog_steps (read from its latched parameters, which come before step 0),
+# and from a timer whatever is left over, so a loop paused for the recorder always hears
+# of its progress (wall clock).
+_PROGRESS_S = 0.05
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
@@ -128,6 +134,11 @@ class Recorder:
         for topic, (msg_type, type_name) in _LATCHED.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, None, LATCHED_QOS))
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": self._faults.specs()})
+        self._progress_pub = self.node.create_publisher(UInt64, topics.RECORDED, PROGRESS_QOS)
+        self._progress_msg = UInt64()
+        self._reported = 0  # steps chained at the last progress report
+        self._progress_every = 1  # until the clock master's parameters say otherwise
+        self._progress_timer = self.node.create_timer(_PROGRESS_S, self._report_progress)
         # Finish is offered last: the clock master starts stepping when it sees it. By then
         # every per-step topic's reader has matched its writer (the clock master publishes
         # them all; a service seen proves nothing about the topics, discovery matches each
@@ -197,8 +208,16 @@ class Recorder:
             if now >= self._flush_at:
                 self._steps_file.flush()
                 self._flush_at = now + _STEPS_FLUSH_S
+            if self.assembler.steps_done - self._reported >= self._progress_every:
+                self._report_progress()
         if (completed or side_done) and self._progress is not None and not self._progress.done():
             self._progress.set_result(True)
+
+    def _report_progress(self) -> None:
+        """Tell the clock master how many steps are chained (see core.backlog)."""
+        if self.assembler.steps_done > self._reported and not self._written:
+            self._reported = self._progress_msg.data = self.assembler.steps_done
+            self._progress_pub.publish(self._progress_msg)
 
     def _note_time(self, t_ns: int) -> int:
         self._last_t_ns = max(self._last_t_ns, t_ns)
@@ -219,7 +238,12 @@ class Recorder:
     def _side_record(self, type_name: str, msg: Any) -> None:
         if type_name == "std_msgs/msg/String":
             info = json.loads(msg.data)
-            self._nodes[info.pop("node")] = info
+            node = info.pop("node")
+            self._nodes[node] = info
+            if node == "clock_master":
+                limit = info.get("params", {}).get("recorder_backlog_steps")
+                if isinstance(limit, int) and limit > 0:
+                    self._progress_every = max(1, limit // 4)
         elif type_name == "simforge_ros/msg/ContactEvent":
             contact = to_plain(msg)
             assert isinstance(contact, dict)

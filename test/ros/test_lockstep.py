@@ -211,3 +211,30 @@ def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(t
     assert _refusal(result) == ("participant_error", 0)
     assert "unknown camera 'sky'" in result.refusal["detail"]
     assert result.exit_code == 18
+
+
+def test_a_stalled_recorder_pauses_the_loop_and_is_refused_not_outrun(tmp_path):
+    """The loop may run only recorder_backlog_steps ahead of what the recorder has chained;
+    a recorder that chains nothing meanwhile is a participant that does not answer. Before,
+    the loop ran on until the transport's histories were full and a publish failed."""
+    wall_start = time.monotonic()
+    result = lockstep(tmp_path, steps=400, layout="processes", faults=("stall=recorder@5",),
+                      sets={"clock_master": {"recorder_backlog_steps": 20, "participant_timeout_ms": 1500}})
+    assert result.status == "refused" and result.refusal["code"] == "participant_timeout"
+    assert "recorder chained no step within 1.5 s" in result.refusal["detail"]
+    assert 20 <= result.refusal["step"] <= 25  # 20 steps past what it had chained (0 to 5 steps)
+    assert time.monotonic() - wall_start < 60
+    assert processes_mentioning(result.run_dir) == []
+
+
+def test_a_recorder_that_falls_behind_in_one_process_pauses_the_loop_and_changes_no_digest(tmp_path):
+    """In single the recorder shares the interpreter lock with the loop and, without
+    cameras (whose drawing gives it time), falls behind: with a lead of 2 steps allowed,
+    the loop pauses for it, and the run is the same run."""
+    no_cameras = {"sim_bridge": {"cameras": []}}
+    free = lockstep(tmp_path, steps=600, layout="single", sets=no_cameras)
+    held = lockstep(tmp_path, steps=600, layout="single",
+                    sets={**no_cameras, "clock_master": {"recorder_backlog_steps": 2}})
+    assert free.status == held.status == "counted"
+    assert held.chain_digest == free.chain_digest
+    assert held.wall["recorder_pauses"] > 0 and held.wall["recorder_pause_ns"] > 0
