@@ -23,6 +23,13 @@ class RouteGeometry:
         for (ax, ay), (bx, by) in itertools.pairwise(self._xy):
             s.append(s[-1] + math.hypot(bx - ax, by - ay))
         self.s_m = s
+        # per segment, what every projection needs: (ax, ay, ux, uy, length, s at a);
+        # computed once with the same operations project() used to repeat per call
+        self._segs: list[tuple[float, float, float, float, float, float]] = []
+        for i, ((ax, ay), (bx, by)) in enumerate(itertools.pairwise(self._xy)):
+            ex, ey = bx - ax, by - ay
+            seg = math.hypot(ex, ey)
+            self._segs.append((ax, ay, ex / seg, ey / seg, seg, s[i]))
 
     @property
     def length_m(self) -> float:
@@ -33,24 +40,26 @@ class RouteGeometry:
         more than 90 degrees away are skipped unless no other segment is left."""
         best: tuple[float, float, float] | None = None
         fallback: tuple[float, float, float] | None = None
-        for i, ((ax, ay), (bx, by)) in enumerate(itertools.pairwise(self._xy)):
-            ex, ey = bx - ax, by - ay
-            seg = math.hypot(ex, ey)
-            ux, uy = ex / seg, ey / seg
+        cos_yaw = sin_yaw = 0.0
+        if yaw_rad is not None:
+            cos_yaw, sin_yaw = math.cos(yaw_rad), math.sin(yaw_rad)
+        last = len(self._segs) - 1
+        for i, (ax, ay, ux, uy, seg, s0) in enumerate(self._segs):
             px, py = x_m - ax, y_m - ay
             along = px * ux + py * uy
             clipped = min(max(along, 0.0), seg)
             if i == 0 and along < 0.0:
                 clipped = along
-            if i == len(self._xy) - 2 and along > seg:
+            if i == last and along > seg:
                 clipped = along
-            lat = py * ux - px * uy
             dist = math.hypot(px - clipped * ux, py - clipped * uy)
-            cand = (dist, self.s_m[i] + clipped, lat)
-            facing = yaw_rad is None or (math.cos(yaw_rad) * ux + math.sin(yaw_rad) * uy) > 0.0
-            if facing and (best is None or cand[0] < best[0]):
+            if fallback is not None and dist >= fallback[0] and best is not None and dist >= best[0]:
+                continue  # beaten on both counts: nothing below could change
+            cand = (dist, s0 + clipped, py * ux - px * uy)
+            facing = yaw_rad is None or (cos_yaw * ux + sin_yaw * uy) > 0.0
+            if facing and (best is None or dist < best[0]):
                 best = cand
-            if fallback is None or cand[0] < fallback[0]:
+            if fallback is None or dist < fallback[0]:
                 fallback = cand
         chosen = best if best is not None else fallback
         assert chosen is not None  # at least one segment
