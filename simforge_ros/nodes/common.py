@@ -39,8 +39,9 @@ _TYPES = {
 
 # Every record must arrive: reliable, and no history depth that could overwrite one.
 RECORD_QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
-# The recorder's progress (topics.RECORDED): only the latest count matters.
-PROGRESS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+# The recorder's progress (topics.RECORDED): only the latest count matters, and a reader
+# that matched late gets it too (a count sent before it matched is not sent again).
+PROGRESS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # Run status and node parameters reach late joiners too.
 LATCHED_QOS = QoSProfile(
     depth=16, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
