@@ -203,6 +203,8 @@ def measure_all(plan: Plan) -> dict[str, Any]:
                     "decision to the end of the next, records and /clock included), the first min(50, n/10) "
                     "steps left out as start-up; steps_per_s = 1e6 / mean per-step µs",
         "drain": "finish_ms: after the last step, until the recorder confirmed the run (its backlog)",
+        "pauses": "recorder_pauses: times the loop waited for the recorder to come within half of "
+                  "clock_master.recorder_backlog_steps (recorder_pause_ms in all; inside the per-step times)",
         "floor_us": "std_srvs/Trigger round trip between two processes, EventsExecutor on both sides (what the "
                     "nodes spin), median; measured right before and right after each processes run, the median of "
                     "those cells (a cell taken on a disturbed moment does not move it)",
@@ -427,7 +429,8 @@ def table(doc: dict[str, Any]) -> str:
     if adjacent:
         lines.append("  (* right before and right after each processes run; floor_us is their median)")
     lines += ["", "lockstep loop (per-step µs: wall_step_ns, whole cycle, start-up excluded)",
-              "  layout     cameras recorder   steps   median      p99   steps/s  drain ms  Step rt  Decide rt  lost"]
+              "  layout     cameras recorder   steps   median      p99   steps/s  drain ms  pauses  Step rt  Decide rt"
+              "  lost"]
     for r in doc.get("loop", []):
         ps = r["per_step_us"]
         lost = "-" if not r["record"] else str(r.get("steps_incomplete", 0) + sum(
@@ -435,10 +438,12 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  {r['layout']:10s} {len(r['cameras']):7d} {'on' if r['record'] else 'off':8s} {r['steps']:7d}"
                      f" {_fmt(ps.get('median'), 0):>8s} {_fmt(ps.get('p99'), 0):>8s}"
                      f" {_fmt(r.get('steps_per_s'), 0):>9s} {_fmt(r.get('finish_ms'), 0):>9s}"
+                     f" {_fmt(r.get('recorder_pauses') if r['record'] else None, 0):>7s}"
                      f" {_fmt(ps.get('step_rtt_median'), 0):>8s} {_fmt(ps.get('decide_rtt_median'), 0):>10s}"
                      f"  {lost}{'' if r['status'] == 'counted' else '  ' + r['status']}")
     base, eng, hashing = doc.get("baseline", {}), doc.get("engine", {}), doc.get("hashing", {})
     lines.append("  (drain: after the last step, until the recorder confirmed every step: its backlog;")
+    lines.append("   pauses: times the loop waited for the recorder, past clock_master.recorder_backlog_steps;")
     lines.append("   Step rt / Decide rt: median round trips of the bridge's and the driver's calls, recorded runs)")
     lines += ["", "without ROS"]
     lines.append(f"  engine: {_fmt(eng.get('ticks_per_s'), 0)} ticks/s; render "

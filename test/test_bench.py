@@ -137,8 +137,9 @@ def test_round_trips_are_medians_over_the_timed_steps(tmp_path):
     assert loop.round_trips(steps, skip=5) == {}
     doc = _synthetic()
     doc["loop"][0]["per_step_us"].update(step_rtt_median=210.0, decide_rtt_median=190.0)
+    doc["loop"][0]["recorder_pauses"] = 7
     row = next(line for line in bench.table(doc).splitlines() if line.startswith("  single") and " 210 " in line)
-    assert row.split()[8:10] == ["210", "190"]
+    assert row.split()[8:11] == ["7", "210", "190"]  # pauses, Step rt, Decide rt
 
 
 def test_lost_messages_and_rss_growth_helpers():

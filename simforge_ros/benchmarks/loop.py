@@ -195,6 +195,8 @@ def run_loop(
         },
         "steps_per_s": 1e6 / mean_us if mean_us else None,
         "finish_ms": wall.get("finish_ns", 0) / 1e6,
+        "recorder_pauses": wall.get("recorder_pauses", 0),
+        "recorder_pause_ms": wall.get("recorder_pause_ns", 0) / 1e6,
         "run_wall_s": elapsed,
     }
     if record and timed:
