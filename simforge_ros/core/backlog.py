@@ -4,7 +4,7 @@ The recorder takes every message of a run from reliable keep-all readers. When i
 behind (in ``single`` it shares one interpreter lock with the loop; any layout can meet a
 slow disk or a stalled recorder), the unread messages pile up in the transport's
 histories until the writer's history is full and a publish fails outright: measured, a
-16 000-step ``single`` run with the recorder on died at a /clock publish with
+16 000-step ``single`` run with the recorder on died at a publish with
 ``RCLError: cannot publish data``, its step time doubling on the way as the histories
 grew. So the clock master counts the steps it has published against the steps the
 recorder reports chained and, past ``limit`` steps behind, pauses the loop until the
