@@ -250,6 +250,9 @@ class ClockMaster:
         if now < self._watch_at:
             return
         self._watch_at = now + RECORDER_WATCH_S
+        self._refuse_if_recorder_gone(step)
+
+    def _refuse_if_recorder_gone(self, step: int) -> None:
         if self._recorder.gone():
             pid = self._recorder.pid
             raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
@@ -279,9 +282,7 @@ class ClockMaster:
         while not self._backlog.may_resume(published):
             if self.interrupted:
                 raise Aborted(step, "interrupted")
-            if self._recorder.gone():
-                pid = self._recorder.pid
-                raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
+            self._refuse_if_recorder_gone(step)
             if self._backlog.recorded != recorded:  # progress: a fresh timeout
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
