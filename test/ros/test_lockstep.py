@@ -238,3 +238,36 @@ def test_a_recorder_that_falls_behind_in_one_process_pauses_the_loop_and_changes
     assert free.status == held.status == "counted"
     assert held.chain_digest == free.chain_digest
     assert held.wall["recorder_pauses"] > 0 and held.wall["recorder_pause_ns"] > 0
+
+
+_SMALL_HISTORIES = """<?xml version="1.0" encoding="UTF-8" ?>
+<dds xmlns="http://www.eprosima.com"><profiles>
+  <data_writer profile_name="small_writer" is_default_profile="true"><topic><resourceLimitsQos>
+    <max_samples>100</max_samples><max_instances>1</max_instances>
+    <max_samples_per_instance>100</max_samples_per_instance><allocated_samples>100</allocated_samples>
+  </resourceLimitsQos></topic></data_writer>
+  <data_reader profile_name="small_reader" is_default_profile="true"><topic><resourceLimitsQos>
+    <max_samples>100</max_samples><max_instances>1</max_instances>
+    <max_samples_per_instance>100</max_samples_per_instance><allocated_samples>100</allocated_samples>
+  </resourceLimitsQos></topic></data_reader>
+</profiles></dds>
+"""
+
+
+def test_a_publish_the_transport_refuses_is_a_named_refusal_not_a_traceback(tmp_path, monkeypatch):
+    """A reliable reader that takes nothing fills the writers' histories until publishing
+    fails. The clock master's own bound keeps its recorder from getting there (lifted
+    here), but any reader can; Fast DDS histories of 100 samples (an XML profile) get there
+    within a few hundred steps instead of ~10 000."""
+    profile = tmp_path / "small_histories.xml"
+    profile.write_text(_SMALL_HISTORIES)
+    monkeypatch.setenv("FASTDDS_DEFAULT_PROFILES_FILE", str(profile))
+    result = lockstep(tmp_path, steps=1000, layout="processes", faults=("stall=recorder@5",),
+                      sets={"sim_bridge": {"cameras": []},
+                            "clock_master": {"recorder_backlog_steps": 100_000, "participant_timeout_ms": 3000}})
+    assert result.status == "refused" and result.refusal["code"] == "participant_error"
+    assert "publishing on /simforge/" in result.refusal["detail"]
+    assert "a reliable reader is not taking messages" in result.refusal["detail"]
+    assert 100 <= result.refusal["step"] < 1000
+    assert result.exit_code == 18
+    assert processes_mentioning(result.run_dir) == []
