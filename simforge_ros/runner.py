@@ -2,8 +2,7 @@
 
 ``processes``: one OS process per node (recorder, bridge, driver, then the clock master),
 each started with this interpreter and a ROS 2 parameter file. ``single``: the same four
-node classes in one process, the clock master, bridge and driver on one executor and the
-recorder (which only listens) on an executor and thread of its own. Either way every run gets its own leased
+node classes in one process, on one executor and one thread. Either way every run gets its own leased
 ROS_DOMAIN_ID, localhost discovery and log dir, and leaves no process behind.
 """
 
@@ -16,7 +15,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -176,38 +174,29 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
     shells: list[Any] = []
     executor = make_executor(context)
-    spinner: _Spinner | None = None
     try:
         try:
             recorder = Recorder(context) if spec.record else None
-            # one thread for bridge, driver and clock master: the bridge draws its frames before
-            # answering (drawing after overlaps nothing here; see SimBridge._on_step)
+            # one thread for everything: the bridge draws its frames before answering
+            # (drawing after overlaps nothing here; see SimBridge._on_step)
             bridge = SimBridge(context, frames_after_answer=False)
             shells = [s for s in (recorder, bridge, Driver(context)) if s is not None]
             clock = ClockMaster(context)
         except ConfigError as err:
             raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None
         shells.append(clock)
+        # The recorder shares the loop's thread too. On a thread of its own it only took the
+        # interpreter lock in turns with the loop, each hand-over costing a wake-up: with the
+        # loop's lead over it bounded (recorder_backlog_steps), one thread sustained x1.09-1.21
+        # the steps/s without cameras (8 interleaved pairs of 3 000-step runs) and x1.07-1.18
+        # with four (3 pairs of 200). (On its own thread it had looked faster only while its
+        # backlog was unbounded and its work left for after the last step.)
         for shell in shells:
-            if shell is not recorder:
-                executor.add_node(shell.node)
-        if recorder is not None:
-            # The recorder only listens (and answers Finish): on an executor and thread of
-            # its own, taking its messages overlaps the loop instead of lengthening it
-            # (4 interleaved pairs of 3 000-step runs: per-step median 1 060-1 160 µs on the
-            # loop's thread, 820-900 µs on its own).
-            spinner = _Spinner(recorder.node, make_executor(context))
-            spinner.start()
+            executor.add_node(shell.node)
         freeze_startup()
         outcome = clock.run(executor, on_step)
-        if recorder is not None:  # its own thread answers Finish: wait for the flag only
-            wall_deadline = time.monotonic() + 2.0
-            while not recorder.finished and time.monotonic() < wall_deadline:
-                time.sleep(0.005)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
     finally:
-        if spinner is not None:
-            spinner.stop()
         for shell in shells:
             close = getattr(shell, "close", None)
             if close is not None:
@@ -215,32 +204,6 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
         close_nodes(executor, [shell.node for shell in shells])
         rclpy.shutdown(context=context)
         gc.unfreeze()  # this process may run more: what the run froze may be collected again
-
-
-class _Spinner:
-    """One node spun on an executor of its own, on a thread of its own, until stopped."""
-
-    def __init__(self, node: Any, executor: Any) -> None:
-        self.node = node
-        self.executor = executor
-        executor.add_node(node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"spin-{node.get_name()}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        from simforge_ros.nodes.common import spin_until
-
-        spin_until(self.executor, self._stop.is_set)
-
-    def stop(self) -> None:
-        """Stop spinning, then detach the node (its owner destroys it) and shut down."""
-        self._stop.set()
-        self._thread.join()
-        self.executor.remove_node(self.node)
-        self.executor.shutdown()
 
 
 class _StepsFollower:
