@@ -1,10 +1,10 @@
 """How far the loop may run ahead of the recorder: a bounded backlog, never an unbounded one.
 
 The recorder takes every message of a run from reliable keep-all readers. When it falls
-behind (in ``single`` it shares one interpreter lock with the loop; any layout can meet a
-slow disk or a stalled recorder), the unread messages pile up in the transport's
+behind (a slow disk, a stalled recorder, a recorder on a thread of its own sharing the
+interpreter lock with the loop), the unread messages pile up in the transport's
 histories until the writer's history is full and a publish fails outright: measured, a
-16 000-step ``single`` run with the recorder on died at a publish with
+16 000-step ``single`` run, its recorder then on a thread of its own, died at a publish with
 ``RCLError: cannot publish data``, its step time doubling on the way as the histories
 grew. So the clock master counts the steps it has published against the steps the
 recorder reports chained and, past ``limit`` steps behind, pauses the loop until the
