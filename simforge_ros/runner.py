@@ -178,7 +178,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
         try:
             recorder = Recorder(context) if spec.record else None
             # one thread for everything: the bridge draws its frames before answering
-            # (drawing after overlaps nothing here; see SimBridge._on_step)
+            # (drawing after overlaps nothing here; see SimBridge._answer)
             bridge = SimBridge(context, frames_after_answer=False)
             shells = [s for s in (recorder, bridge, Driver(context)) if s is not None]
             clock = ClockMaster(context)

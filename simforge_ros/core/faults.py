@@ -15,6 +15,7 @@ Accepted forms (K is a step >= 0)::
     perturb_state=EPS@K          the bridge perturbs the observed state by EPS at step K
     kill=NODE@K                  NODE (sim_bridge, driver, recorder) dies at step K
     stall=NODE@K                 NODE stops answering (hangs) at step K
+    lose_answer=NODE@K           NODE's answer to step K is lost once on its way (sim_bridge, driver)
     flip_pixel=CAMERA@K          the bridge changes one pixel of CAMERA's frame at step K
 """
 
@@ -28,7 +29,15 @@ from dataclasses import dataclass
 from simforge_ros.core.errors import ConfigError, Problem
 
 NODES: tuple[str, ...] = ("sim_bridge", "driver", "recorder")
-"""The nodes a kill fault may name."""
+"""The nodes a kill or stall fault may name."""
+
+_NODE_KINDS: dict[str, tuple[str, ...]] = {
+    "kill": NODES,
+    "stall": NODES,
+    # the participants the clock master calls every step (the recorder only at the end)
+    "lose_answer": ("sim_bridge", "driver"),
+}
+"""The fault kinds that name a node, and the nodes each may name."""
 
 FORMS: dict[str, str] = {
     "drop_frame": "drop_frame@K",
@@ -40,6 +49,7 @@ FORMS: dict[str, str] = {
     "perturb_state": "perturb_state=EPS@K",
     "kill": "kill=NODE@K",
     "stall": "stall=NODE@K",
+    "lose_answer": "lose_answer=NODE@K",
     "flip_pixel": "flip_pixel=CAMERA@K",
 }
 """The accepted form of each fault kind."""
@@ -69,6 +79,7 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "perturb_state": re.compile(rf"perturb_state=(?P<eps>{_REAL})@{_STEP}"),
     "kill": re.compile(rf"kill=(?P<node>[A-Za-z_]+)@{_STEP}"),
     "stall": re.compile(rf"stall=(?P<node>[A-Za-z_]+)@{_STEP}"),
+    "lose_answer": re.compile(rf"lose_answer=(?P<node>[A-Za-z_]+)@{_STEP}"),
     "flip_pixel": re.compile(rf"flip_pixel=(?P<camera>[A-Za-z0-9_]+)@{_STEP}"),
 }
 _ALL_FORMS = "one of " + ", ".join(FORMS.values()) + f" (K a step >= 0, NODE in {', '.join(NODES)})"
@@ -101,7 +112,7 @@ class Fault:
             return f"jitter={self.max_jitter_ms!r}"
         if self.kind in ("perturb_action", "perturb_state"):
             return f"{self.kind}={self.eps!r}{at}"
-        if self.kind in ("kill", "stall"):
+        if self.kind in _NODE_KINDS:
             return f"{self.kind}={self.node}{at}"
         if self.kind == "flip_pixel":
             return f"flip_pixel={self.camera}{at}"
@@ -109,7 +120,7 @@ class Fault:
 
     def targets(self) -> tuple[str, ...]:
         """The nodes that inject this fault."""
-        if self.kind in ("kill", "stall"):
+        if self.kind in _NODE_KINDS:
             return (self.node,) if self.node else ()
         return _TARGETS[self.kind]
 
@@ -134,7 +145,7 @@ def parse_fault(spec: str) -> Fault:
     if pattern is None:
         raise _bad(spec, _ALL_FORMS)
     expected = f"{FORMS[kind]} (K a step >= 0" + (
-        f", NODE in {', '.join(NODES)})" if kind in ("kill", "stall") else ")"
+        f", NODE in {', '.join(_NODE_KINDS[kind])})" if kind in _NODE_KINDS else ")"
     )
     match = pattern.fullmatch(text)
     if match is None:
@@ -155,8 +166,8 @@ def parse_fault(spec: str) -> Fault:
         return Fault(kind, max_jitter_ms=max_ms)
     if kind in ("perturb_action", "perturb_state"):
         return Fault(kind, step, eps=float(groups["eps"]))
-    if kind in ("kill", "stall"):
-        if groups["node"] not in NODES:
+    if kind in _NODE_KINDS:
+        if groups["node"] not in _NODE_KINDS[kind]:
             raise _bad(spec, expected)
         return Fault(kind, step, node=groups["node"])
     if kind == "flip_pixel":

@@ -13,11 +13,12 @@ The loop itself is core.lockstep.run_lockstep; this file only carries its calls 
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
 import time
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,11 @@ ACKED_WAIT_S = 2.0
 # Wall-clock interval between looks at the recorder's process while stepping (it is never
 # called until Finish, so nothing else would notice it gone).
 RECORDER_WATCH_S = 0.1
+# Wall clock: how long a participant's first call (step 0) waits for its answer before the
+# request is sent again, doubling each time (see ClockMaster._call). Step 0 normally
+# answers in well under this; one that takes longer is answered once and the repeat
+# gets the same answer.
+RESEND_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,11 @@ def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int 
             p99_ns=timed[min(len(timed) - 1, (len(timed) * 99) // 100)], max_ns=timed[-1],
         )
     return out
+
+
+def _cancel(futures: Iterable[Any]) -> None:
+    for future in futures:
+        future.cancel()
 
 
 def _has_reader(publisher: Any) -> Callable[[], bool]:
@@ -293,8 +304,17 @@ class ClockMaster:
                 )
             self._executor.spin_once(timeout_sec=WALL_POLL_S)
 
-    def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float) -> Any:
-        """Call a participant; refuse with participant_lost/timeout instead of hanging."""
+    def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float, first: bool = False) -> Any:
+        """Call a participant; refuse with participant_lost/timeout instead of hanging.
+
+        ``first``: the participant's first call (step 0). Its answer, or the request, can be
+        lost while discovery is still matching the service's endpoints: the client may see
+        the service before the server's writer of answers has matched the client's reader,
+        and rmw then drops the answer after 100 ms (measured: 1 run in 40 under load, the
+        driver's log saying "failed to send response (timeout)", the run refused 30 s later).
+        So a first call unanswered after RESEND_S is sent again, then after twice that, and
+        so on; a participant answers a request it has answered with the same answer.
+        """
         assert self._executor is not None
         future = peer.client.call_async(request)
         # The step's outputs go out while the participant works on the request: a
@@ -305,19 +325,36 @@ class ClockMaster:
         # after the answer measured slower.)
         self._flush()
         wall_deadline = time.monotonic() + timeout_s
+        sent = [future]
+        resend_s = RESEND_S
+        wall_resend = time.monotonic() + resend_s if first else math.inf
         # The answer usually comes well within one poll interval: only when it has not is
         # anything else looked at (interrupt, the peer's process in /proc, the wall_deadline), so
         # the hot path costs one spin and no system call.
         while not spin_future(self._executor, future, WALL_POLL_S):
+            answered = next((f for f in sent if f.done()), None)  # an earlier request's answer
+            if answered is not None:
+                future = answered
+                break
             if self.interrupted:
-                future.cancel()
+                _cancel(sent)
                 raise Aborted(step, "interrupted")
             if peer.gone():
-                future.cancel()
+                _cancel(sent)
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
-            if time.monotonic() >= wall_deadline:
-                future.cancel()
+            now = time.monotonic()
+            if now >= wall_deadline:
+                _cancel(sent)
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
+            if now >= wall_resend:
+                self.node.get_logger().warning(
+                    f"{peer.who} has not answered step {step} within {resend_s:g} s: sending it again "
+                    "(an answer can be lost while discovery is still matching the service)")
+                future = peer.client.call_async(request)
+                sent.append(future)
+                resend_s *= 2
+                wall_resend = now + resend_s
+        _cancel(f for f in sent if f is not future)
         response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.pid, peer.host = response.pid, response.host
@@ -329,7 +366,7 @@ class ClockMaster:
         msg.seed, msg.reset = request.seed, request.reset
         convert.action_msg(request.applied, msg.applied)
         self._step = request.step
-        response = self._call(self._bridge, msg, request.step, self._timeout_s(request.step))
+        response = self._call(self._bridge, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
             raise refusal_from_code(response.refusal_code, request.step, f"sim_bridge: {response.detail}")
         # The observed state is published from here, not by the bridge before it answers,
@@ -351,7 +388,7 @@ class ClockMaster:
         msg.step, msg.t_us, msg.decision_us, msg.seed = request.step, request.t_us, request.decision_us, request.seed
         convert.state_msg(request.state, msg.state)
         msg.frames = convert.frame_msgs(request.frames)
-        response = self._call(self._driver, msg, request.step, self._timeout_s(request.step))
+        response = self._call(self._driver, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
             raise refusal_from_code(response.refusal_code, request.step, f"driver: {response.detail}")
         return convert.action_value(response.action)

@@ -5,6 +5,7 @@ Kept small on purpose: a node is a thin adapter between ROS and a core object.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -210,6 +211,30 @@ def stall_forever() -> None:
     the launcher stops this process."""
     while not STOP.wait(0.05):
         pass
+
+
+def losing_answer(handler: Callable[[Any, Any], Any], step: int) -> Callable[[Any, Any], Any]:
+    """Fault injection `lose_answer=NODE@K`: a service handler whose answer to step K is
+    lost once, as DDS loses one while discovery is still matching the service's endpoints
+    (the server's writer of answers has not yet matched the client's reader: rmw drops it
+    after 100 ms). The answer is made as usual, then never sent: the coroutine waits on a
+    future nothing completes. A request sent again gets the answer (see
+    ClockMaster._call)."""
+    from rclpy.task import Future
+
+    lost = False
+
+    async def _serve(request: Any, response: Any) -> Any:
+        nonlocal lost
+        answer = handler(request, response)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if request.step == step and not lost:
+            lost = True
+            await Future()
+        return answer
+
+    return _serve
 
 
 def jitter_sleep(rng: Any, max_ms: float) -> None:

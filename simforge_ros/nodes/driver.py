@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from rclpy.node import Node
@@ -31,6 +31,7 @@ from simforge_ros.nodes.common import (
     declare_params,
     die_now,
     jitter_sleep,
+    losing_answer,
     period,
     publish_node_params,
     refuse,
@@ -66,6 +67,11 @@ class Driver:
         self._run_key: tuple[int, int] | None = None
         self._frames: dict[tuple[str, int], np.ndarray] = {}
         self._waiting: dict[tuple[str, int], Future] = {}
+        # the last decision answered, and those still awaiting frames (see _on_decide_now)
+        self._answered: tuple[tuple[int, int, int], Decide.Response] | None = None
+        self._deciding: dict[tuple[int, int, int], Future] = {}
+        lose = self._faults.first("lose_answer")
+        self._lose_step = lose.step if lose is not None else None
         self.finished = False
         cameras = ALL_CAMERAS if values["policy"] != "route" else ()
         self._subs = {
@@ -93,6 +99,8 @@ class Driver:
         self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_when_matched)
 
     def _offer(self, handler: Any) -> None:
+        if self._lose_step is not None:
+            handler = losing_answer(handler, self._lose_step)
         self.node.create_service(Decide, topics.DECIDE_SERVICE, handler)
         self.offering = True
 
@@ -160,7 +168,41 @@ class Driver:
         return response
 
     def _on_decide_now(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
-        """Decide for a policy without cameras (nothing to await)."""
+        """Decide for a policy without cameras (nothing to await); the same request again
+        gets the same answer.
+
+        The clock master sends step 0 again when no answer came (DDS can lose one while
+        discovery is still matching the service, see ClockMaster._call): the first request
+        may have been served, and the policy must not decide (or reset) twice.
+        """
+        key = (request.seed, request.step, request.t_us)
+        answered = self._answered
+        if answered is not None and answered[0] == key:
+            return answered[1]
+        answer = self._decide_now(request, response)
+        self._answered = (key, answer)
+        return answer
+
+    async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        """Decide for a policy with cameras; a request sent again (see _on_decide_now) gets
+        the same answer, also while the first one still awaits its frames."""
+        key = (request.seed, request.step, request.t_us)
+        answered = self._answered
+        if answered is not None and answered[0] == key:
+            return answered[1]
+        under_way = self._deciding.get(key)
+        if under_way is not None:
+            return cast("Decide.Response", await under_way)
+        self._deciding[key] = under_way = Future()
+        try:
+            answer = await self._decide_with_frames(request, response)
+            self._answered = (key, answer)
+        finally:
+            del self._deciding[key]
+        under_way.set_result(answer)
+        return answer
+
+    def _decide_now(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
         self._begin(request, response)
         try:
             self._start(request)
@@ -173,8 +215,8 @@ class Driver:
             return refuse(response, unexpected(request.step, err))
         return self._answer(request, response, action)
 
-    async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
-        """Decide for a policy with cameras: its frames are awaited by their exact stamps."""
+    async def _decide_with_frames(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        """Its frames are awaited by their exact stamps."""
         self._begin(request, response)
         try:
             self._start(request)

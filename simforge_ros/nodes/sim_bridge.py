@@ -35,6 +35,7 @@ from simforge_ros.nodes.common import (
     declare_params,
     die_now,
     jitter_sleep,
+    losing_answer,
     period,
     publish_node_params,
     refuse,
@@ -53,7 +54,7 @@ class SimBridge:
 
     def __init__(self, context: Any = None, frames_after_answer: bool = True) -> None:
         """``frames_after_answer``: draw and publish a step's frames after answering it
-        (see _on_step); False draws them before, for a bridge sharing its thread with the
+        (see _answer); False draws them before, for a bridge sharing its thread with the
         clock master and driver, where nothing would overlap the drawing.
 
         Raises: ConfigError: bad parameters or scenario.
@@ -90,9 +91,13 @@ class SimBridge:
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
         self._failed: Refusal | None = None  # publishing them failed: refuse the next step
+        self._answered: tuple[tuple[int, int, int, bool], Step.Response] | None = None  # see _on_step
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": faults.specs()})
         self._status_sub = watch_run_status(self.node, self._on_final)
-        self.node.create_service(Step, topics.STEP_SERVICE, self._on_step)
+        lose = faults.first("lose_answer")
+        lose_step = lose.step if lose is not None else None
+        handler: Any = self._on_step if lose_step is None else losing_answer(self._on_step, lose_step)
+        self.node.create_service(Step, topics.STEP_SERVICE, handler)
 
     def _on_final(self, _status: Any) -> None:
         self._publish_due()
@@ -129,6 +134,21 @@ class SimBridge:
         self._info_pubs[camera].publish(info)
 
     def _on_step(self, request: Step.Request, response: Step.Response) -> Step.Response:
+        """Answer a Step request; the same request again gets the same answer.
+
+        The clock master sends step 0 again when no answer came (DDS can lose one while
+        discovery is still matching the service, see ClockMaster._call): the first request
+        may have been served, and the world must not move twice.
+        """
+        key = (request.step, request.t_us, request.seed, request.reset)
+        answered = self._answered
+        if answered is not None and answered[0] == key:
+            return answered[1]
+        answer = self._answer(request, response)
+        self._answered = (key, answer)
+        return answer
+
+    def _answer(self, request: Step.Request, response: Step.Response) -> Step.Response:
         response.pid, response.host = os.getpid(), HOST
         if self._kill_step is not None and request.step == self._kill_step:
             die_now()

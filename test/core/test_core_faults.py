@@ -53,6 +53,8 @@ def test_other_number_spellings_are_accepted() -> None:
         "perturb_state=0.1@-4",
         "kill=clock_master@3",
         "kill=driver",
+        "lose_answer=driver",
+        "lose_answer=clock_master@0",
         "explode@3",
         "",
     ],
@@ -101,3 +103,14 @@ def test_kill_goes_only_to_the_named_node() -> None:
     assert plan.for_node("recorder").specs() == ["kill=recorder@5"]
     assert plan.for_node("sim_bridge").specs() == ["kill=sim_bridge@9"]
     assert plan.for_node("driver").specs() == []
+
+
+def test_a_lost_answer_goes_to_the_named_participant_and_never_to_the_recorder() -> None:
+    plan = FaultPlan.parse(["lose_answer=driver@0", "lose_answer=sim_bridge@0", "lose_answer=driver@7"])
+    assert plan.for_node("driver").specs() == ["lose_answer=driver@0", "lose_answer=driver@7"]
+    assert plan.for_node("sim_bridge").specs() == ["lose_answer=sim_bridge@0"]
+    assert parse_fault("lose_answer=driver@7") == Fault("lose_answer", 7, node="driver")
+    # the recorder is called once, at the end: there is no step answer of its to lose
+    with pytest.raises(ConfigError) as info:
+        parse_fault("lose_answer=recorder@0")
+    assert "NODE in sim_bridge, driver" in str(info.value)

@@ -1,10 +1,12 @@
 """The sim bridge over real DDS: its answer names the step's frames (stamp and pose), the
 images with exactly those stamps follow, drawn after the answer or before it; a frame that
-fails to go out after an answer already sent refuses the next step, by name."""
+fails to go out after an answer already sent refuses the next step, by name; a request
+sent again gets the same answer and moves nothing twice."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -55,10 +57,13 @@ def bridge_and_probe(ros_lease, tmp_path, request):
                 executor.spin_once(timeout_sec=0.02)
             return until()
 
-        def step(k: int) -> Step.Response:
+        def step(k: int, wait: bool = True) -> Any:
+            """Step k's answer; with wait=False the future of it."""
             req = Step.Request()
             req.step, req.t_us, req.decision_us, req.seed, req.reset = k, k * DECISION_US, DECISION_US, 0, k == 0
             future = client.call_async(req)
+            if not wait:
+                return future
             assert spin_for(10.0, future.done), f"no answer to step {k}"
             return future.result()
 
@@ -98,3 +103,28 @@ def test_frames_that_fail_after_the_answer_refuse_the_next_step(bridge_and_probe
     assert not refused.ok and refused.refusal_code == "participant_error"
     assert "the frames of step 0 failed after its answer: RuntimeError: cannot publish front" in refused.detail
     assert images == []
+
+
+@pytest.mark.parametrize("bridge_and_probe", [True, False], ids=["after", "before"], indirect=True)
+def test_a_step_sent_again_gets_the_same_answer_and_moves_the_world_once(bridge_and_probe):
+    """The clock master sends step 0 again when no answer came (ClockMaster._call): the
+    bridge may have served the first request already."""
+    _bridge, step, images, spin_for = bridge_and_probe
+    first, again = step(0, wait=False), step(0, wait=False)
+    assert spin_for(10.0, lambda: first.done() and again.done())
+    assert first.result().ok and again.result().ok
+    assert again.result().world_digest == first.result().world_digest
+    one = step(1)
+    unwanted = step(1, wait=False)
+    unwanted.cancel()  # its answer comes for a request nobody waits on any more
+    repeat = step(1)
+    # served twice, step 1 would be refused: "step 1 requested after step 1"
+    assert repeat.ok, repeat.detail
+    assert (repeat.engine_t_us, repeat.world_digest, repeat.state.pose.x_m) == (
+        one.engine_t_us, one.world_digest, one.state.pose.x_m)
+    two = step(2)
+    assert two.ok and two.engine_t_us == 2 * DECISION_US, two.detail
+    named = [(f.camera, f.t_us) for answer in (first.result(), one, two) for f in answer.frames]
+    assert spin_for(5.0, lambda: len(images) >= len(named))
+    spin_for(0.3)  # a frame published twice would arrive by now
+    assert sorted(images) == sorted(named)
