@@ -238,7 +238,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     profile = fastdds_profile()
     user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
     if profile is not None and not user_profile:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = env["FASTRTPS_DEFAULT_PROFILES_FILE"] = str(profile)
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
     try:
         for node in order:
             log = (logs / f"{node}.log").open("wb")
