@@ -83,22 +83,32 @@ def test_every_message_and_service_round_trips_between_processes(ros_lease, peer
         ):
             assert time.monotonic() < deadline, "peer process did not appear"
             executor.spin_once(timeout_sec=0.05)
-        for name, pub in pubs.items():
-            pub.publish(sent[name])
-        futures = {}
-        for name, client in clients.items():
-            futures[name] = client.call_async(filled(getattr(srvs, name).Request))
-        while (len(received) < len(MESSAGES) or not all(f.done() for f in futures.values())):
+        # Seeing the peer proves only our side of each match: until the peer's side has
+        # matched too, an echo or an answer can be lost (rmw drops an answer it cannot
+        # deliver within 100 ms). What has not come back within a second is sent again,
+        # as the clock master sends step 0 again (ClockMaster._call).
+        futures: dict[str, list] = {name: [] for name in clients}
+        resend_at = 0.0
+        while len(received) < len(MESSAGES) or not all(any(f.done() for f in fs) for fs in futures.values()):
             assert time.monotonic() < deadline, f"missing echoes: {set(MESSAGES) - set(received)}"
+            if time.monotonic() >= resend_at:
+                resend_at = time.monotonic() + 1.0
+                for name, pub in pubs.items():
+                    if name not in received:
+                        pub.publish(sent[name])
+                for name, client in clients.items():
+                    if not any(f.done() for f in futures[name]):
+                        futures[name].append(client.call_async(filled(getattr(srvs, name).Request)))
             executor.spin_once(timeout_sec=0.05)
+        answers = {name: next(f for f in fs if f.done()).result() for name, fs in futures.items()}
         for name in MESSAGES:
             assert to_plain(received[name]) == to_plain(sent[name]), name
-        step = futures["Step"].result()
+        step = answers["Step"]
         assert step.ok and step.engine_t_us == 41 and step.frames[0].t_us == 41
         assert step.world_digest == f"d{0.1 * 4 + 1.0 / 3.0}"
-        decide = futures["Decide"].result()
+        decide = answers["Decide"]
         assert decide.action.step == 41 and decide.action.trajectory[0].y_m == 3.0
-        finish = futures["Finish"].result()
+        finish = answers["Finish"]
         assert finish.chain_digest == "run_id-4" and finish.steps_recorded == 41
     finally:
         rclpy.shutdown(context=context)
