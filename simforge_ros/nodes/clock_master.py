@@ -354,7 +354,8 @@ class ClockMaster:
                 sent.append(future)
                 resend_s *= 2
                 wall_resend = now + resend_s
-        _cancel(f for f in sent if f is not future)
+        if len(sent) > 1:  # the others' answers, should they come, are not waited for
+            _cancel(f for f in sent if f is not future)
         response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.pid, peer.host = response.pid, response.host

@@ -175,10 +175,9 @@ class Driver:
         discovery is still matching the service, see ClockMaster._call): the first request
         may have been served, and the policy must not decide (or reset) twice.
         """
-        key = (request.seed, request.step, request.t_us)
-        answered = self._answered
-        if answered is not None and answered[0] == key:
-            return answered[1]
+        key, answer = self._answered_before(request)
+        if answer is not None:
+            return answer
         answer = self._decide_now(request, response)
         self._answered = (key, answer)
         return answer
@@ -186,10 +185,9 @@ class Driver:
     async def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
         """Decide for a policy with cameras; a request sent again (see _on_decide_now) gets
         the same answer, also while the first one still awaits its frames."""
-        key = (request.seed, request.step, request.t_us)
-        answered = self._answered
-        if answered is not None and answered[0] == key:
-            return answered[1]
+        key, answer = self._answered_before(request)
+        if answer is not None:
+            return answer
         under_way = self._deciding.get(key)
         if under_way is not None:
             return cast("Decide.Response", await under_way)
@@ -201,6 +199,12 @@ class Driver:
             del self._deciding[key]
         under_way.set_result(answer)
         return answer
+
+    def _answered_before(self, request: Decide.Request) -> tuple[tuple[int, int, int], Decide.Response | None]:
+        """The request's key, and the answer when it is the request answered last."""
+        key = (request.seed, request.step, request.t_us)
+        answered = self._answered
+        return key, answered[1] if answered is not None and answered[0] == key else None
 
     def _decide_now(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
         self._begin(request, response)
@@ -216,7 +220,7 @@ class Driver:
         return self._answer(request, response, action)
 
     async def _decide_with_frames(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
-        """Its frames are awaited by their exact stamps."""
+        """Decide for a policy with cameras: its frames are awaited by their exact stamps."""
         self._begin(request, response)
         try:
             self._start(request)
