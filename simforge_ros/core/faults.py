@@ -15,7 +15,8 @@ Accepted forms (K is a step >= 0)::
     perturb_state=EPS@K          the bridge perturbs the observed state by EPS at step K
     kill=NODE@K                  NODE (sim_bridge, driver, recorder) dies at step K
     stall=NODE@K                 NODE stops answering (hangs) at step K
-    lose_answer=NODE@K           NODE's answer to step K is lost once on its way (sim_bridge, driver)
+    lose_answer=NODE@K           NODE's answer at step K is lost once on its way (the recorder
+                                 answers once, Finish: K is the number of steps it expects)
     flip_pixel=CAMERA@K          the bridge changes one pixel of CAMERA's frame at step K
 """
 
@@ -29,15 +30,10 @@ from dataclasses import dataclass
 from simforge_ros.core.errors import ConfigError, Problem
 
 NODES: tuple[str, ...] = ("sim_bridge", "driver", "recorder")
-"""The nodes a kill or stall fault may name."""
+"""The nodes a kill, stall or lose_answer fault may name."""
 
-_NODE_KINDS: dict[str, tuple[str, ...]] = {
-    "kill": NODES,
-    "stall": NODES,
-    # the participants the clock master calls every step (the recorder only at the end)
-    "lose_answer": ("sim_bridge", "driver"),
-}
-"""The fault kinds that name a node, and the nodes each may name."""
+_NODE_KINDS = ("kill", "stall", "lose_answer")
+"""The fault kinds that name a node (one of NODES)."""
 
 FORMS: dict[str, str] = {
     "drop_frame": "drop_frame@K",
@@ -145,7 +141,7 @@ def parse_fault(spec: str) -> Fault:
     if pattern is None:
         raise _bad(spec, _ALL_FORMS)
     expected = f"{FORMS[kind]} (K a step >= 0" + (
-        f", NODE in {', '.join(_NODE_KINDS[kind])})" if kind in _NODE_KINDS else ")"
+        f", NODE in {', '.join(NODES)})" if kind in _NODE_KINDS else ")"
     )
     match = pattern.fullmatch(text)
     if match is None:
@@ -167,7 +163,7 @@ def parse_fault(spec: str) -> Fault:
     if kind in ("perturb_action", "perturb_state"):
         return Fault(kind, step, eps=float(groups["eps"]))
     if kind in _NODE_KINDS:
-        if groups["node"] not in _NODE_KINDS[kind]:
+        if groups["node"] not in NODES:
             raise _bad(spec, expected)
         return Fault(kind, step, node=groups["node"])
     if kind == "flip_pixel":

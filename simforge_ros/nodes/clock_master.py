@@ -307,13 +307,14 @@ class ClockMaster:
     def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float, first: bool = False) -> Any:
         """Call a participant; refuse with participant_lost/timeout instead of hanging.
 
-        ``first``: the participant's first call (step 0). Its answer, or the request, can be
-        lost while discovery is still matching the service's endpoints: the client may see
-        the service before the server's writer of answers has matched the client's reader,
-        and rmw then drops the answer after 100 ms (measured: 1 run in 40 under load, the
-        driver's log saying "failed to send response (timeout)", the run refused 30 s later).
-        So a first call unanswered after RESEND_S is sent again, then after twice that, and
-        so on; a participant answers a request it has answered with the same answer.
+        ``first``: the participant's first call (step 0; the recorder's only one, Finish).
+        Its answer, or the request, can be lost while discovery is still matching the
+        service's endpoints: the client may see the service before the server's writer of
+        answers has matched the client's reader, and rmw then drops the answer after 100 ms
+        (measured: 1 run in 40 under load, the driver's log saying "failed to send response
+        (timeout)", the run refused 30 s later). So a first call unanswered after RESEND_S
+        is sent again, then after twice that, and so on; a participant answers a request it
+        has answered with the same answer.
         """
         assert self._executor is not None
         future = peer.client.call_async(request)
@@ -348,7 +349,7 @@ class ClockMaster:
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
             if now >= wall_resend:
                 self.node.get_logger().warning(
-                    f"{peer.who} has not answered step {step} within {resend_s:g} s: sending it again "
+                    f"no answer from {peer.who} within {resend_s:g} s (step {step}): sending the request again "
                     "(an answer can be lost while discovery is still matching the service)")
                 future = peer.client.call_async(request)
                 sent.append(future)
@@ -520,7 +521,8 @@ class ClockMaster:
             request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
             request.status = status
             try:
-                response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s)
+                response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s,
+                                      first=True)
                 chain = response.chain_digest
                 if refusal is None and not response.counted:
                     refusal = IncompleteRun(progress.steps_done, f"recorder: {response.detail}")

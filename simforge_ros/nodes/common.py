@@ -213,13 +213,14 @@ def stall_forever() -> None:
         pass
 
 
-def losing_answer(handler: Callable[[Any, Any], Any], step: int) -> Callable[[Any, Any], Any]:
-    """Fault injection `lose_answer=NODE@K`: a service handler whose answer to step K is
-    lost once, as DDS loses one while discovery is still matching the service's endpoints
-    (the server's writer of answers has not yet matched the client's reader: rmw drops it
-    after 100 ms). The answer is made as usual, then never sent: the coroutine waits on a
-    future nothing completes. A request sent again gets the answer (see
-    ClockMaster._call)."""
+def losing_answer(handler: Callable[[Any, Any], Any], step: int,
+                  step_of: Callable[[Any], int] = lambda request: int(request.step)) -> Callable[[Any, Any], Any]:
+    """Fault injection `lose_answer=NODE@K`: a service handler whose answer at step K
+    (``step_of(request)``) is lost once, as DDS loses one while discovery is still matching
+    the service's endpoints (the server's writer of answers has not yet matched the
+    client's reader: rmw drops it after 100 ms). The answer is made as usual, then never
+    sent: the coroutine waits on a future nothing completes. A request sent again gets the
+    answer (see ClockMaster._call)."""
     from rclpy.task import Future
 
     lost = False
@@ -229,7 +230,7 @@ def losing_answer(handler: Callable[[Any, Any], Any], step: int) -> Callable[[An
         answer = handler(request, response)
         if inspect.isawaitable(answer):
             answer = await answer
-        if request.step == step and not lost:
+        if step_of(request) == step and not lost:
             lost = True
             await Future()
         return answer

@@ -39,9 +39,11 @@ from simforge_ros.nodes.common import (
     RECORD_QOS,
     declare_params,
     die_now,
+    losing_answer,
     publish_node_params,
     run_participant,
     stall_forever,
+    watch_run_status,
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
@@ -72,6 +74,10 @@ _STEPS_FLUSH_S = 0.2
 # and from a timer whatever is left over, so a loop paused for the recorder always hears
 # of its progress (wall clock).
 _PROGRESS_S = 0.05
+# Wall clock: how long the recorder stays after answering Finish when the clock master's
+# final status (sent once the answer has reached it) does not come: an answer lost on its
+# way is asked for again after 1 s, then 2 s more (ClockMaster._call).
+_LINGER_S = 5.0
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
@@ -115,7 +121,9 @@ class Recorder:
         self._progress: Future | None = None
         self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
         self._written = False
-        self.finished = False
+        self._finishing: Future | None = None  # the Finish answer, once under way (see _on_finish)
+        self._answered_at: float | None = None  # time.monotonic() when Finish was answered
+        self._final = False  # the clock master's final status has arrived
         self._subs = []
         self._step_subs = []  # of topics.STEP_TOPICS: see _offer_finish
         for topic, (msg_type, type_name, part) in _RECORDS.items():
@@ -148,6 +156,18 @@ class Recorder:
         # issue, is the likely cause); now such a run cannot start unrecorded.
         self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_finish)
         self.offering = False
+        self._status_sub = watch_run_status(self.node, self._on_final)
+
+    @property
+    def finished(self) -> bool:
+        """Finish answered, and the clock master's final status here (or _LINGER_S gone by):
+        until the answer has reached the clock master, it may ask again."""
+        if self._answered_at is None:
+            return False
+        return self._final or time.monotonic() - self._answered_at >= _LINGER_S
+
+    def _on_final(self, _status: Any) -> None:
+        self._final = True
 
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
@@ -156,6 +176,9 @@ class Recorder:
             return
         self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
+        lose = self._faults.first("lose_answer")
+        if lose is not None and lose.step is not None:
+            on_finish = losing_answer(on_finish, lose.step, lambda request: int(request.expected_steps))
         self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
         self.offering = True
 
@@ -258,6 +281,18 @@ class Recorder:
             self._progress.set_result(False)
 
     async def _on_finish(self, request: Finish.Request, response: Finish.Response) -> Finish.Response:
+        """Confirm the run once; a Finish sent again (its answer can be lost while
+        discovery is still matching the service, see ClockMaster._call) gets the same
+        answer, also while the first one still waits for late messages."""
+        if self._finishing is not None:
+            return cast("Finish.Response", await self._finishing)
+        self._finishing = Future()
+        answer = await self._finish(request, response)
+        self._answered_at = time.monotonic()
+        self._finishing.set_result(answer)
+        return answer
+
+    async def _finish(self, request: Finish.Request, response: Finish.Response) -> Finish.Response:
         expected = int(request.expected_steps)
         wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
         wall_info_deadline: float | None = None
@@ -292,7 +327,6 @@ class Recorder:
         response.frames_digest = self.assembler.frames_chain.hexdigest
         response.steps_recorded = self.assembler.steps_done
         response.detail = "" if counted else (refusal or {}).get("detail", "")
-        self.finished = True
         return response
 
     def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int) -> None:

@@ -1,7 +1,8 @@
 """A participant's first answer can be lost while discovery is still matching the service
 (rmw drops an answer its writer cannot yet deliver): the clock master then sends step 0
-again, and a participant answers a request it has answered with the same answer, never
-deciding or stepping twice (the bridge's side: test_bridge_frames)."""
+(or the recorder's Finish) again, and a participant answers a request it has answered
+with the same answer, never deciding, stepping or confirming twice (the bridge's side:
+test_bridge_frames)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ rclpy = pytest.importorskip("rclpy")
 
 from rclpy.task import Future
 from runs import lockstep
-from simforge_ros.srv import Decide
+from simforge_ros.srv import Decide, Finish
 
 from simforge_ros.nodes.driver import Driver
+from simforge_ros.nodes.recorder import Recorder
 from simforge_ros.runner import write_params_file
 
 pytestmark = pytest.mark.ros
@@ -24,18 +26,27 @@ pytestmark = pytest.mark.ros
 DECISION_US = 100_000
 
 
-@pytest.fixture
-def driver(ros_lease, tmp_path):
-    params = tmp_path / "params.yaml"
-    write_params_file(params, {"driver": {"scenario": "right_turn"}})
+def _shell(ros_lease, tmp_path, make, params):
+    path = tmp_path / "params.yaml"
+    write_params_file(path, params)
     context = rclpy.Context()
-    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
-    shell = Driver(context)
+    rclpy.init(args=["--ros-args", "--params-file", str(path)], context=context, domain_id=ros_lease.domain_id)
+    shell = make(context)
     try:
         yield shell
     finally:
         shell.node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+@pytest.fixture
+def driver(ros_lease, tmp_path):
+    yield from _shell(ros_lease, tmp_path, Driver, {"driver": {"scenario": "right_turn"}})
+
+
+@pytest.fixture
+def recorder(ros_lease, tmp_path):
+    yield from _shell(ros_lease, tmp_path, Recorder, {"recorder": {"out_dir": str(tmp_path / "run")}})
 
 
 def _request(step: int) -> Decide.Request:
@@ -95,16 +106,50 @@ def test_a_decision_asked_again_while_the_first_awaits_its_frames_waits_for_that
     assert served == [0]
 
 
+def test_a_finish_sent_again_while_the_first_waits_gets_its_answer_and_the_recorder_stays_for_it(recorder, monkeypatch):
+    waiting = Future()
+    confirmed: list[int] = []
+
+    async def finishing(request: Finish.Request, response: Finish.Response) -> Finish.Response:
+        confirmed.append(int(request.expected_steps))
+        await waiting  # late messages
+        response.counted = True
+        return response
+
+    monkeypatch.setattr(recorder, "_finish", finishing)
+    request = Finish.Request()
+    request.expected_steps = 3
+    first = recorder._on_finish(request, Finish.Response())
+    again = recorder._on_finish(request, Finish.Response())
+    first.send(None)
+    again.send(None)
+    waiting.set_result(True)
+    answers = []
+    for coroutine in (first, again):
+        with pytest.raises(StopIteration) as done:
+            coroutine.send(None)
+        answers.append(done.value.value)
+    assert answers[0].counted and answers[1] is answers[0] and confirmed == [3]
+    # answered, but the answer may not have arrived: it stays until the final status says so
+    assert not recorder.finished
+    recorder._on_final(None)
+    assert recorder.finished
+
+
 def test_a_lost_answer_to_step_0_is_asked_again_and_the_run_is_the_same(tmp_path):
     clean = lockstep(tmp_path, steps=10, layout="processes")
     assert clean.status == "counted", clean.refusal
     runs = [lockstep(tmp_path, steps=10, layout="processes", faults=("lose_answer=driver@0",)),
-            lockstep(tmp_path, steps=10, layout="single", faults=("lose_answer=sim_bridge@0",))]
+            lockstep(tmp_path, steps=10, layout="single", faults=("lose_answer=sim_bridge@0",)),
+            # the recorder's one answer, Finish (expecting 10 steps), is asked for again
+            lockstep(tmp_path, steps=10, layout="processes", faults=("lose_answer=recorder@10",))]
     for run in runs:
         assert run.status == "counted", run.refusal
         assert run.chain_digest == clean.chain_digest
     log = (Path(runs[0].run_dir) / "logs" / "clock_master.log").read_text()
-    assert "driver has not answered step 0 within 1 s: sending it again" in log
+    assert "no answer from driver within 1 s (step 0): sending the request again" in log
+    log = (Path(runs[2].run_dir) / "logs" / "clock_master.log").read_text()
+    assert "no answer from recorder within 1 s (step 9): sending the request again" in log
 
 
 def test_a_lost_answer_after_step_0_is_a_timeout_not_a_repeat(tmp_path):
