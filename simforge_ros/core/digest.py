@@ -106,9 +106,21 @@ class StepChain(_Chain):
             ValueError: ``step`` is not the next consecutive step from 0.
             TypeError: a part has no plain form.
         """
+        return self.add_record(step, step_record(step, timing, action, applied, state))
+
+    def add_record(self, step: int, record: Mapping[str, object]) -> str:
+        """Chain step ``step`` given as its step_record value (which a caller may keep
+        for itself: the recorder writes its timing out without computing it again).
+
+        Raises:
+            ValueError: ``step`` is not the next consecutive step from 0, or is not the
+                record's own step.
+        """
         if isinstance(step, bool) or not isinstance(step, int) or step != self._steps:
             raise ValueError(f"step {step!r} added to a chain expecting step {self._steps}")
-        return self._link(step_record_bytes(step, timing, action, applied, state))
+        if record.get("step") != step:
+            raise ValueError(f"a record of step {record.get('step')!r} added as step {step}")
+        return self._link(encode(record))
 
 
 @functools.lru_cache(maxsize=64, typed=True)  # typed: True and 1 encode differently

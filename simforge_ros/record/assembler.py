@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simforge_ros.core.canonical import strip_wall
-from simforge_ros.core.digest import FramesChain, StepChain, frame_hash
+from simforge_ros.core.digest import FramesChain, StepChain, frame_hash, step_record
 
 PARTS = ("timing", "action", "applied", "state")
 
@@ -86,7 +85,8 @@ class StepAssembler:
     def _chain(self, step: int, pending: _Pending, names: list[tuple[str, int]]) -> dict[str, Any]:
         timing, action = pending.parts["timing"], pending.parts["action"]
         applied, state = pending.parts["applied"], pending.parts["state"]
-        digest = self.chain.add(step, timing, action, applied, state)
+        hashed = step_record(step, timing, action, applied, state)  # timing without wall_*
+        digest = self.chain.add_record(step, hashed)
         frames = {camera: self._frames.pop((camera, t_us)) for camera, t_us in names}
         frames_digest = self.frames_chain.add(step, frames) if frames else None
         record = {
@@ -95,7 +95,7 @@ class StepAssembler:
             "digest": digest,
             "frames_digest": frames_digest,
             "frames": frames,
-            "timing": strip_wall(timing),
+            "timing": hashed["timing"],
             "action": action,
             "applied": applied,
             "state": state,

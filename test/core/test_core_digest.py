@@ -15,6 +15,7 @@ from simforge_ros.core.digest import (
     frame_hash,
     frames_record_bytes,
     next_digest,
+    step_record,
     step_record_bytes,
 )
 
@@ -63,6 +64,17 @@ def test_wall_fields_never_enter_the_digest() -> None:
     changed = copy.deepcopy(base)
     changed[1]["timing"]["wall_step_ns"] = 99_999_999
     assert run(base) == run(changed)
+
+
+def test_a_step_record_kept_by_the_caller_chains_to_the_same_digest() -> None:
+    records = [record(k) for k in range(3)]
+    chain = StepChain()
+    kept = [step_record(k, **r) for k, r in enumerate(records)]  # type: ignore[arg-type]
+    assert [chain.add_record(k, v) for k, v in enumerate(kept)] == run(records)
+    assert "wall_step_ns" not in kept[1]["timing"]  # type: ignore[operator]
+    with pytest.raises(ValueError, match="a record of step 2 added as step 3"):
+        chain.add_record(3, kept[2])
+    assert chain.steps == 3
 
 
 def test_steps_must_be_consecutive_from_zero() -> None:
