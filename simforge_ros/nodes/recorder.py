@@ -48,7 +48,7 @@ from simforge_ros.nodes.common import (
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BackgroundBagWriter, typestore
-from simforge_ros.record.image_cdr import image_view
+from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, write_json
 from simforge_ros.srv import Finish
 
@@ -64,6 +64,8 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
     topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
     topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
 }
+# types of which the recorder needs only the stamp they start with (record.image_cdr)
+_STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 # Wall clock: steps.jsonl is flushed at the first record and then at most this long after
@@ -197,6 +199,7 @@ class Recorder:
         side_done = False  # a camera_info: what a finishing run may be waiting for
         camera = part[6:] if part is not None and part.startswith("frame:") else None
         image = image_view(raw) if camera is not None else None
+        stamp_ns = leading_stamp_ns(raw) if type_name in _STAMP_ONLY else None
         if image is not None and camera is not None:
             # pixels are hashed straight from the received bytes: no deserialising, no copy
             t_ns = self._note_time(image.sec * 1_000_000_000 + image.nanosec)
@@ -205,6 +208,14 @@ class Recorder:
             completed = self.assembler.add_frame(
                 camera, t_ns // 1000, image.encoding, image.width, image.height, image.step, image.data
             )
+        elif stamp_ns is not None:
+            # /clock or a camera_info: its stamp, read straight from the received bytes, is
+            # all that is needed of it
+            t_ns = self._note_time(stamp_ns)
+            self._bag.write(topic, type_name, t_ns, raw)
+            if part is not None:  # info:CAMERA
+                self._infos_seen[part[5:]] += 1
+                side_done = True
         else:
             msg: Any = self._store.deserialize_cdr(raw, type_name)
             t_ns = self._sim_time_ns(msg, type_name)

@@ -1,10 +1,11 @@
-"""Reading a sensor_msgs/Image's header and pixel bytes straight from its CDR bytes.
+"""Reading a sensor_msgs/Image's header and pixel bytes straight from its CDR bytes (and
+the stamp of a message that starts with one).
 
 The recorder needs the stamp, the size, the encoding and a zero-copy view of the pixels
 to hash a frame, nothing else; deserialising the whole message would copy ~170 KB per
-camera per step. The frame hash is over those field values (core.digest.frame_hash),
-never over the CDR bytes themselves, so `simforge verify`, which deserialises with
-rosbags, recomputes the same hash.
+camera per step. Of /clock and camera_info it needs only the stamp. The frame hash is
+over those field values (core.digest.frame_hash), never over the CDR bytes themselves, so
+`simforge verify`, which deserialises with rosbags, recomputes the same hash.
 """
 
 from __future__ import annotations
@@ -16,6 +17,19 @@ import struct
 _U32 = struct.Struct("<I").unpack_from
 _I32U32 = struct.Struct("<iI").unpack_from
 _CDR_LE = (b"\x00\x01", b"\x00\x03")  # CDR / PL_CDR little endian
+
+
+def leading_stamp_ns(raw: bytes | memoryview) -> int | None:
+    """The stamp (ns) a serialised message starts with: rosgraph_msgs/Clock's clock, or a
+    std_msgs/Header's stamp (CameraInfo, Image, ...).
+
+    Returns None for anything but plain little-endian CDR long enough to hold a stamp
+    (the caller then deserialises the message the ordinary way, which says what is wrong).
+    """
+    if len(raw) < 12 or bytes(raw[:2]) not in _CDR_LE:
+        return None
+    sec, nanosec = _I32U32(raw, 4)
+    return int(sec) * 1_000_000_000 + int(nanosec)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The fast paths of core.canonical give exactly the bytes and values of its general
-walker, the recorder reads Image headers straight from CDR as rosbags does, and its
-background bag writer keeps every message in order."""
+walker, the recorder reads Image headers and leading stamps straight from CDR as rosbags
+does, and its background bag writer keeps every message in order."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from simforge_ros.core.canonical import encode, encode_general, to_plain
 from simforge_ros.core.digest import step_record, step_record_bytes
 from simforge_ros.core.values import Action, Pose2D, VehicleState
 from simforge_ros.record.bag import BackgroundBagWriter, BagError, read_bag, typestore
-from simforge_ros.record.image_cdr import image_view
+from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 
 
 class _Code(enum.IntEnum):
@@ -185,6 +185,27 @@ def test_image_view_leaves_big_endian_to_the_caller_and_refuses_truncated_data()
         image_view(raw[:-10])
     with pytest.raises(ValueError):
         image_view(raw[:20])
+
+
+def test_the_leading_stamp_of_clock_and_camera_info_is_what_rosbags_reads():
+    pytest.importorskip("rclpy")
+    from rclpy.serialization import serialize_message
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import CameraInfo
+
+    clock = Clock()
+    clock.clock.sec, clock.clock.nanosec = 2_000_000_000, 999_999_999
+    info = CameraInfo()
+    info.header.stamp.sec, info.header.stamp.nanosec = 7, 100_000_000
+    info.header.frame_id, info.width, info.d = "front", 320, [0.1, 0.2]
+    for msg, type_name, field in ((clock, "rosgraph_msgs/msg/Clock", "clock"),
+                                  (info, "sensor_msgs/msg/CameraInfo", "header")):
+        raw = serialize_message(msg)
+        back = typestore().deserialize_cdr(raw, type_name)
+        stamp = back.clock if field == "clock" else back.header.stamp
+        assert leading_stamp_ns(raw) == stamp.sec * 1_000_000_000 + stamp.nanosec
+        assert leading_stamp_ns(b"\x00\x00\x00\x00" + raw[4:]) is None  # big endian: not read here
+    assert leading_stamp_ns(serialize_message(clock)[:8]) is None  # too short to hold a stamp
 
 
 @pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
