@@ -69,6 +69,20 @@ def _count_decisions(driver: Driver, monkeypatch) -> list[int]:
     return calls
 
 
+def _first_and_again(first: Any, again: Any, release: Future) -> list[Any]:
+    """Run a handler's coroutine for a request and for the same request sent again while
+    the first still waits on ``release``; both answers, in that order."""
+    first.send(None)  # the first now waits on release
+    again.send(None)  # the repeat now waits for the first
+    release.set_result(True)
+    answers = []
+    for coroutine in (first, again):
+        with pytest.raises(StopIteration) as done:
+            coroutine.send(None)
+        answers.append(done.value.value)
+    return answers
+
+
 def test_a_decision_asked_again_gets_the_same_answer_and_the_policy_decides_once(driver, monkeypatch):
     calls = _count_decisions(driver, monkeypatch)
     first = driver._on_decide_now(_request(0), Decide.Response())
@@ -92,16 +106,8 @@ def test_a_decision_asked_again_while_the_first_awaits_its_frames_waits_for_that
         return response
 
     monkeypatch.setattr(driver, "_decide_with_frames", awaiting_frames)
-    first = driver._on_decide(_request(0), Decide.Response())
-    again = driver._on_decide(_request(0), Decide.Response())
-    first.send(None)  # now waiting for the frames
-    again.send(None)  # now waiting for the first
-    frames_in.set_result(True)
-    answers = []
-    for coroutine in (first, again):
-        with pytest.raises(StopIteration) as done:
-            coroutine.send(None)
-        answers.append(done.value.value)
+    answers = _first_and_again(driver._on_decide(_request(0), Decide.Response()),
+                               driver._on_decide(_request(0), Decide.Response()), frames_in)
     assert answers[0].ok and answers[1] is answers[0]
     assert served == [0]
 
@@ -119,16 +125,8 @@ def test_a_finish_sent_again_while_the_first_waits_gets_its_answer_and_the_recor
     monkeypatch.setattr(recorder, "_finish", finishing)
     request = Finish.Request()
     request.expected_steps = 3
-    first = recorder._on_finish(request, Finish.Response())
-    again = recorder._on_finish(request, Finish.Response())
-    first.send(None)
-    again.send(None)
-    waiting.set_result(True)
-    answers = []
-    for coroutine in (first, again):
-        with pytest.raises(StopIteration) as done:
-            coroutine.send(None)
-        answers.append(done.value.value)
+    answers = _first_and_again(recorder._on_finish(request, Finish.Response()),
+                               recorder._on_finish(request, Finish.Response()), waiting)
     assert answers[0].counted and answers[1] is answers[0] and confirmed == [3]
     # answered, but the answer may not have arrived: it stays until the final status says so
     assert not recorder.finished
