@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ def _period(name: str, default_us: int | None, doc: str, positive: bool = False)
 
 NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "clock_master": (
-        *_period("decision", 100_000, "decision interval: step k is at k * decision_us"),
+        *_period("decision", DEFAULT_DECISION_US, "decision interval: step k is at k * decision_us"),
         ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us"),
         *_period("latency", 0, "driver latency, a whole number of steps"),
         ParamSpec("seed", "int", 0, "run seed, handed to every participant"),
@@ -54,7 +55,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded"),
         ParamSpec("scenario", "str", "right_turn", "scenario name or path of a scenario file"),
-        *_period("tick", 20_000, "engine tick", positive=True),
+        *_period("tick", DEFAULT_TICK_US, "engine tick", positive=True),
         *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
         ParamSpec("width", "int", 320, "camera image width, pixels", positive=True),

@@ -8,9 +8,8 @@ import time
 from typing import Any
 
 from simforge_ros.benchmarks.stats import summary
-
-_DECISION_US = 100_000
-_TICK_US = 20_000
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US as _DECISION_US
+from simforge_ros.core.timing_contract import DEFAULT_TICK_US as _TICK_US
 
 
 def engine_speed(steps: int, cameras: tuple[str, ...], scenario: str = "right_turn") -> dict[str, Any]:

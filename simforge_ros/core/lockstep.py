@@ -14,7 +14,7 @@ from typing import Protocol
 
 from simforge_ros.core.errors import ParticipantError, RateNotMultiple
 from simforge_ros.core.latency import DelayBuffer
-from simforge_ros.core.timing_contract import Contract, build_contract, check_observation
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, Contract, build_contract, check_observation
 from simforge_ros.core.values import Action, ContactEvent, FrameStamp, VehicleState, neutral_action
 
 
@@ -105,7 +105,7 @@ class LoopSink(Protocol):
 class LoopConfig:
     """The clock master's parameters for one run (already validated types)."""
 
-    decision_us: int = 100_000
+    decision_us: int = DEFAULT_DECISION_US
     steps: int = 0  # 0: the scenario's duration / decision_us
     latency_us: int = 0
     seed: int = 0

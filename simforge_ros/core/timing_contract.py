@@ -40,6 +40,13 @@ from simforge_ros.core.errors import (
 )
 from simforge_ros.core.values import FrameStamp, Pose2D
 
+DEFAULT_DECISION_US = 100_000
+"""The decision period when none is configured, typed once: the clock master's parameter
+default; tools that drive the engine without a clock master (render, probe-driver, the
+benchmark's baseline) start from it too."""
+DEFAULT_TICK_US = 20_000
+"""The engine tick when none is configured (the bridge's parameter default)."""
+
 
 @dataclass(frozen=True)
 class Contract:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.values import Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.torch_planner import (
@@ -34,7 +35,6 @@ InputsLoader = Callable[[Path], list[Observation]]
 
 NO_LOADER_MESSAGE = "reading inputs from a run needs the recorder's bag reader"
 PROBE_RUN_SEED = 0
-DEFAULT_DECISION_US = 100_000
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Write camera and top-down PNGs of a scenario (docs, debugging, eyeballing a change).
 
-    python -m simforge_ros.engine.snapshot right_turn --step 60 --out docs/
+    simforge render right_turn --step 60 --out docs/
 
 drives the scenario with the RouteFollower in lockstep (decide every decision_us, hold for
 decision_us / tick_us ticks) to the step, renders the cameras there and draws the top-down map.
@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.values import Pose2D
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.route_follower import RouteFollower
@@ -30,9 +31,9 @@ def _scenario(s: Scenario | str | Path) -> Scenario:
 def drive_to_step(
     scenario: Scenario,
     step: int,
-    decision_us: int = 100_000,
+    decision_us: int = DEFAULT_DECISION_US,
     seed: int = 0,
-    tick_us: int = 20_000,
+    tick_us: int = DEFAULT_TICK_US,
     width: int = 320,
     height: int = 180,
 ) -> Engine:
@@ -54,7 +55,7 @@ def write_camera_pngs(
     step: int,
     out_dir: str | Path,
     cameras: tuple[str, ...] | list[str],
-    decision_us: int = 100_000,
+    decision_us: int = DEFAULT_DECISION_US,
     seed: int = 0,
     width: int = 320,
     height: int = 180,
@@ -72,7 +73,7 @@ def write_camera_pngs(
 def write_topdown_png(scenario: Scenario | str | Path, out_path: str | Path) -> Path:
     """The top-down map (see topdown.py for the legend), framed on the follower's drive."""
     sc = _scenario(scenario)
-    decision_us = 100_000
+    decision_us = DEFAULT_DECISION_US
     trajectory: list[Pose2D] = []
     engine = Engine(sc, 0)
     policy = RouteFollower(sc)
@@ -89,13 +90,13 @@ def write_topdown_png(scenario: Scenario | str | Path, out_path: str | Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m simforge_ros.engine.snapshot", description=__doc__.split("\n")[0]
+        prog="simforge render", description=__doc__.split("\n")[0]
     )
     parser.add_argument("scenario", help="scenario name or path to a .yaml file")
     parser.add_argument("--step", type=int, default=60, help="decision step to render at (default 60)")
     parser.add_argument("--out", default="docs", help="output directory (default docs)")
     parser.add_argument("--cameras", default="chase,front", help=f"comma list from {','.join(CAMERA_NAMES)}")
-    parser.add_argument("--decision-us", type=int, default=100_000)
+    parser.add_argument("--decision-us", type=int, default=DEFAULT_DECISION_US)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--width", type=int, default=320)
     parser.add_argument("--height", type=int, default=180)

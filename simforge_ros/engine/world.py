@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simforge_ros.core.timing_contract import DEFAULT_TICK_US
 from simforge_ros.core.values import FrameStamp, Pose2D, VehicleState
 from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS
 from simforge_ros.engine.contacts import EGO_ID, Body, ContactEvent, ContactTracker
@@ -81,7 +82,7 @@ class Engine:
     """One deterministic run of one scenario: advance in ticks, observe, render."""
 
     def __init__(
-        self, scenario: Scenario, seed: int, tick_us: int = 20_000, width: int = 320, height: int = 180,
+        self, scenario: Scenario, seed: int, tick_us: int = DEFAULT_TICK_US, width: int = 320, height: int = 180,
         *, keep_history: bool = False,
     ) -> None:
         """``keep_history`` keeps every tick's digest (tests compare them tick by tick); a

@@ -55,6 +55,7 @@ from simforge_ros.core.lockstep import (
     TimingRecord,
     run_lockstep,
 )
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
 from simforge_ros.msg import DriverAction, RunStatus, StepTiming
@@ -204,7 +205,7 @@ class ClockMaster:
         latency_us = period(values, "latency", NAME)
         self.config = ClockConfig(
             loop=LoopConfig(
-                decision_us=decision_us if decision_us is not None else 100_000,
+                decision_us=decision_us if decision_us is not None else DEFAULT_DECISION_US,
                 steps=values["steps"],
                 latency_us=latency_us if latency_us is not None else 0,
                 seed=values["seed"],
