@@ -32,6 +32,16 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Simf
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
 
 
+# the tools with parsers of their own: (command, module with main(argv), one-line summary)
+_TOOLS = (
+    ("verify", "simforge_ros.record.verify", "recompute a run's digests from its bag alone and check them"),
+    ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
+    ("probe-driver", "simforge_ros.drivers.probe", "is the torch planner deterministic? one input, many calls"),
+    ("render", "simforge_ros.engine.snapshot", "write camera and top-down PNGs of a scenario at a step"),
+    ("bench", "simforge_ros.bench", "measure the lockstep loop against the transport floor"),
+)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own exit code 2, with our wording
         self.print_usage(sys.stderr)
@@ -133,23 +143,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
     run.add_argument("scenario", help="a name from `simforge scenarios` or a scenario file")
-    run.add_argument("--repeat", type=int, default=1)
-    run.add_argument("--driver", choices=("route", "torch"), default="route")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--repeat", type=int, default=1, help="run it this many times (each its own run directory)")
+    run.add_argument("--driver", choices=("route", "torch"), default="route",
+                     help="route follower, or the learned torch planner")
+    run.add_argument("--seed", type=int, default=0, help="the run's seed (the same seed repeats bit for bit)")
     run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
     run.add_argument("--steps", type=int, default=0, help="0: the whole scenario")
-    run.add_argument("--layout", choices=("processes", "single"), default="processes")
-    run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE")
-    run.add_argument("--inject", action="append", default=[], metavar="SPEC")
+    run.add_argument("--layout", choices=("processes", "single"), default="processes",
+                     help="a process per node (default), or every node in this one")
+    run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
+                     help="override a node parameter (repeatable), e.g. sim_bridge.cameras=[front]")
+    run.add_argument("--inject", action="append", default=[], metavar="SPEC",
+                     help="inject a fault (repeatable), e.g. drop_frame=front@12")
     run.add_argument("--out", default="runs", help="directory for run directories")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.set_defaults(func=_run)
     scen = sub.add_parser("scenarios", help="list the scenarios")
     scen.set_defaults(func=_scenarios)
-    for name, target in (("verify", "simforge_ros.record.verify"), ("diff", "simforge_ros.record.diff_runs"),
-                         ("probe-driver", "simforge_ros.drivers.probe"), ("render", "simforge_ros.engine.snapshot"),
-                         ("bench", "simforge_ros.bench")):
-        tool = sub.add_parser(name, add_help=False, help=f"see `simforge {name} --help`")
+    for name, target, summary in _TOOLS:
+        tool = sub.add_parser(name, add_help=False, help=f"{summary} (`simforge {name} --help`)")
         tool.set_defaults(module=target)
     return parser
 

@@ -1,0 +1,38 @@
+"""The `simforge` command line: every tool is listed with what it does, and answers
+--help under its own name."""
+
+from __future__ import annotations
+
+import pytest
+
+from simforge_ros import cli
+
+
+def _exit_code(argv: list[str]) -> int:
+    """What `simforge ARGV` exits with (argparse's --help raises SystemExit; some tools
+    catch it and return the code)."""
+    try:
+        return cli.main(argv)
+    except SystemExit as done:
+        return int(done.code or 0)
+
+
+def test_top_level_help_says_what_each_tool_does(capsys):
+    assert _exit_code(["--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps long lines
+    for name, _module, summary in cli._TOOLS:
+        assert f"{name} " in out and " ".join(summary.split()) in out
+    assert "run a scenario in lockstep" in out
+
+
+@pytest.mark.parametrize("name", [t[0] for t in cli._TOOLS])
+def test_each_tool_answers_help_under_its_own_name(name, capsys):
+    assert _exit_code([name, "--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: simforge {name} ")
+
+
+def test_run_options_are_explained(capsys):
+    assert _exit_code(["run", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for phrase in ("a process per node", "inject a fault", "override a node parameter", "one JSON object per run"):
+        assert phrase in out
