@@ -28,8 +28,10 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.core.faults import FORMS
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
+_SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
 
 
 # the tools with parsers of their own: (command, module with main(argv), one-line summary)
@@ -55,7 +57,7 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
         key, sep, raw = item.partition("=")
         node, dot, name = key.partition(".")
         if not sep or not dot or not node or not name:
-            raise ConfigError.single("--set", item, "NODE.PARAM=VALUE (e.g. clock_master.decision_us=100000)", item)
+            raise ConfigError.single("--set", item, f"NODE.PARAM=VALUE (e.g. {_SET_EXAMPLE})", item)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
@@ -150,11 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
     run.add_argument("--steps", type=int, default=0, help="0: the whole scenario")
     run.add_argument("--layout", choices=("processes", "single"), default="processes",
-                     help="a process per node (default), or every node in this one")
+                     help="one process per node (default), or all four nodes in one process")
     run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",
-                     help="override a node parameter (repeatable), e.g. sim_bridge.cameras=[front]")
+                     help=f"override a node parameter (repeatable), e.g. {_SET_EXAMPLE}")
     run.add_argument("--inject", action="append", default=[], metavar="SPEC",
-                     help="inject a fault (repeatable), e.g. drop_frame=front@12")
+                     help=f"inject a fault (repeatable): {', '.join(FORMS.values())}")
     run.add_argument("--out", default="runs", help="directory for run directories")
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.set_defaults(func=_run)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from simforge_ros import cli
+from simforge_ros.core.faults import FORMS
+from simforge_ros.params import validate
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -34,5 +36,14 @@ def test_each_tool_answers_help_under_its_own_name(name, capsys):
 def test_run_options_are_explained(capsys):
     assert _exit_code(["run", "--help"]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    for phrase in ("a process per node", "inject a fault", "override a node parameter", "one JSON object per run"):
+    for phrase in ("one process per node", "override a node parameter", "one JSON object per run"):
         assert phrase in out
+    for form in FORMS.values():  # every fault's form, as --inject accepts it
+        assert form in out
+
+
+def test_the_set_example_is_accepted(capsys):
+    assert _exit_code(["run", "--help"]) == 0
+    assert cli._SET_EXAMPLE in capsys.readouterr().out
+    sets = cli._parse_set([cli._SET_EXAMPLE])
+    assert validate(sets, "--set")["sim_bridge"]["cameras"] == ["front", "left"]
