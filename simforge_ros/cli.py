@@ -29,6 +29,7 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS
+from simforge_ros.runner import DRIVERS
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
@@ -146,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
     run.add_argument("scenario", help="a name from `simforge scenarios` or a scenario file")
     run.add_argument("--repeat", type=int, default=1, help="run it this many times (each its own run directory)")
-    run.add_argument("--driver", choices=("route", "torch"), default="route",
-                     help="route follower, or the learned torch planner")
+    run.add_argument("--driver", choices=DRIVERS, default="route",
+                     help="route follower, the learned torch planner, or your own node (external: see README)")
     run.add_argument("--seed", type=int, default=0, help="the run's seed (the same seed repeats bit for bit)")
     run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
     run.add_argument("--steps", type=int, default=0, help="0: the whole scenario")

@@ -23,12 +23,18 @@ from typing import Any
 
 import yaml
 
+from simforge_ros import topics
 from simforge_ros.core.errors import REFUSALS, ConfigError, Problem
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, lease_domain
+from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
+DRIVERS = ("route", "torch", "external")
+EXTERNAL = "external"
+"""--driver external: no driver node is started; the user's own node offers the Decide
+service (topics.DECIDE_SERVICE) in the run's ROS domain (examples/external_driver.py)."""
 LAYOUTS = ("processes", "single")
 SURROUND = ["front", "left", "rear", "right"]
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
@@ -83,6 +89,18 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
         ConfigError: a bad --set name or value, or a bad fault spec.
     """
     plan = FaultPlan.parse(list(spec.faults))
+    if spec.driver not in DRIVERS:
+        raise ConfigError.single("--driver", "driver", f"one of {', '.join(DRIVERS)}", spec.driver)
+    if spec.driver == EXTERNAL:
+        # nothing of ours runs as the driver: nothing to inject into or to set on it
+        on_driver = plan.for_node("driver").faults
+        if on_driver:
+            raise ConfigError.single("--inject", on_driver[0].spec(), "a fault on a node simforge starts "
+                                     "(the driver is external)", on_driver[0].spec())
+        if "driver" in spec.sets:
+            name = next(iter(spec.sets["driver"]), "")
+            raise ConfigError.single("--set", f"driver.{name}", "a parameter of a node simforge starts "
+                                     "(the driver is external)", f"driver.{name}")
     for kind in ("kill", "stall"):
         fault = plan.first(kind)
         if spec.layout == "single" and fault is not None:
@@ -99,6 +117,8 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
     }
     if spec.driver == "torch":
         params["sim_bridge"]["cameras"] = list(SURROUND)
+    if spec.driver == EXTERNAL:
+        del params["driver"]
     for node, values in validate(spec.sets, "--set").items():
         for name, value in values.items():
             if name.endswith("_s"):
@@ -150,11 +170,21 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
     params_file = spec.out_dir / "params.yaml"
     write_params_file(params_file, params)
     with lease_domain(spec.out_dir / "logs") as lease:
+        if spec.driver == EXTERNAL:
+            _announce_external_driver(params, lease.domain_id)
         if spec.layout == "single":
             return _run_single(spec, params_file, lease, on_step)
         if spec.layout == "processes":
             return _run_processes(spec, params_file, lease, on_step)
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id: int) -> None:
+    """Tell the user where the clock master looks for their driver, and for how long."""
+    name = "startup_timeout_ms"
+    startup_s = params["clock_master"].get(name, spec_of("clock_master", name).default) / 1000
+    print(f"simforge: waiting up to {startup_s:g} s for your driver: a {topics.DECIDE_SERVICE} service "
+          f"(simforge_ros/srv/Decide) on ROS_DOMAIN_ID={domain_id}, localhost", file=sys.stderr, flush=True)
 
 
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
@@ -180,7 +210,8 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             # one thread for everything: the bridge draws its frames before answering
             # (drawing after overlaps nothing here; see SimBridge._answer)
             bridge = SimBridge(context, frames_after_answer=False)
-            shells = [s for s in (recorder, bridge, Driver(context)) if s is not None]
+            driver = Driver(context) if spec.driver != EXTERNAL else None
+            shells = [s for s in (recorder, bridge, driver) if s is not None]
             clock = ClockMaster(context)
         except ConfigError as err:
             raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None
@@ -233,7 +264,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     logs.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     handles = []
-    order = [n for n in NODES if spec.record or n != "recorder"]
+    order = [n for n in NODES if (spec.record or n != "recorder") and (spec.driver != EXTERNAL or n != "driver")]
     env = dict(lease.env)
     profile = fastdds_profile()
     user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")

@@ -1,0 +1,83 @@
+"""Your own driver in lockstep with simforge_ros: the smallest node that answers Decide.
+
+Start a run that waits for it, then this node in the same ROS domain:
+
+    ROS_DOMAIN_ID=42 simforge run right_turn --driver external &
+    ROS_DOMAIN_ID=42 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST .venv/bin/python examples/external_driver.py
+
+It uses nothing of simforge_ros but its interfaces (simforge_ros/srv/Decide and the
+messages in it), as a node of another stack, or the bridge to an ECU, would. What the
+clock master asks of a driver (the README's "Bring your own driver"):
+
+* Offer ``/simforge/decide``. Each request names the step, its exact time ``t_us``, the
+  decision period, the seed, the vehicle state of that step and the frames of that step
+  (camera + exact stamp: await that stamp on the camera's topic, never take the latest).
+* Answer with ``ok`` and an action for exactly that step: ``action.step`` and
+  ``action.decided_step`` = ``request.step``, ``action.t_us`` = ``request.t_us``; anything
+  else is refused (``participant_error``). To refuse, answer ``ok = false`` with a refusal
+  code (e.g. ``missing_frame``) and a detail: the run stops there, by name.
+* The same request may come twice (a first answer can be lost while discovery is still
+  matching the service): answer it with the same answer, without deciding again.
+* Decide from the request alone, never from the wall clock or from an earlier step's
+  state kept aside: then the same run repeats bit for bit.
+* Fill ``pid`` (and ``host``) so the clock master can tell at once that this process died.
+
+It serves one run after another (``--repeat``) until it is stopped (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from simforge_ros.srv import Decide
+
+TARGET_SPEED_MPS = 4.0
+SPEED_GAIN_PER_S = 0.8
+MAX_ACCEL_MPS2 = 2.0
+
+
+class CruiseDriver:
+    """Keeps the wheel straight and holds a speed: simple, and the same every time."""
+
+    def __init__(self) -> None:
+        self.node = Node("external_driver")
+        self._answered: tuple[Decide.Request, Decide.Response] | None = None
+        self.node.create_service(Decide, "/simforge/decide", self._on_decide)
+
+    def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
+        if self._answered is not None and self._answered[0] == request:
+            return self._answered[1]  # the same request again (every field): the same answer
+        error = TARGET_SPEED_MPS - request.state.speed_mps
+        accel = max(-MAX_ACCEL_MPS2, min(MAX_ACCEL_MPS2, SPEED_GAIN_PER_S * error))
+        response.ok = True
+        response.action.step = request.step
+        response.action.decided_step = request.step
+        response.action.t_us = request.t_us
+        response.action.steer_rad = 0.0
+        response.action.accel_mps2 = accel
+        response.pid = os.getpid()
+        response.host = socket.gethostname()
+        self._answered = (request, response)
+        return response
+
+
+def main() -> int:
+    rclpy.init()
+    driver = CruiseDriver()
+    try:
+        rclpy.spin(driver.node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        driver.node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

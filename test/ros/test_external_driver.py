@@ -1,0 +1,80 @@
+"""`--driver external`: a driver node of the user's own (examples/external_driver.py, which
+uses nothing of simforge_ros but its interfaces) steps in lockstep in place of ours."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from runs import lockstep, manifest_of, simforge, steps_of
+
+from simforge_ros.isolation import lease_domain
+
+pytestmark = pytest.mark.ros
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external_driver.py"
+# the example's controller, to check the recorded actions against
+TARGET_SPEED_MPS, SPEED_GAIN_PER_S, MAX_ACCEL_MPS2 = 4.0, 0.8, 2.0
+
+
+@contextmanager
+def external_driver(env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """The example driver as a process of its own, stopped afterwards."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, str(EXAMPLE)], env=dict(env), stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, monkeypatch):
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))  # the run joins the driver's domain
+        log = tmp_path / "driver.log"
+        with external_driver(lease.env, log) as driver:  # one driver serves run after run
+            results = [lockstep(tmp_path, steps=40, layout=layout, driver="external")
+                       for layout in ("processes", "single")]
+            assert driver.poll() is None, "the driver should still be running"
+    for result in results:
+        assert result.status == "counted", (result.refusal, log.read_text())
+    assert results[0].steps == 40
+    assert results[0].chain_digest == results[1].chain_digest
+    for step in steps_of(results[0]):  # every action is the example's decision on that step's state
+        speed = step["state"]["speed_mps"]
+        accel = max(-MAX_ACCEL_MPS2, min(MAX_ACCEL_MPS2, SPEED_GAIN_PER_S * (TARGET_SPEED_MPS - speed)))
+        assert step["action"]["steer_rad"] == 0.0
+        assert step["action"]["accel_mps2"] == accel
+    assert "driver" not in manifest_of(results[0])["nodes"]  # no driver of ours ran
+    route = lockstep(tmp_path, steps=40, layout="single")
+    assert route.status == "counted" and route.chain_digest != results[0].chain_digest
+
+
+def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path, monkeypatch):
+    result = lockstep(tmp_path, steps=5, layout="single", driver="external",
+                      sets={"clock_master": {"startup_timeout_ms": 2000}})
+    assert result.refusal is not None and result.refusal["code"] == "participant_timeout"
+    assert "/simforge/decide" in result.refusal["detail"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--inject", "kill=driver@3"], "kill=driver@3: expected a fault on a node simforge starts"),
+        (["--set", "driver.samples=2"], "driver.samples: expected a parameter of a node simforge starts"),
+    ],
+)
+def test_nothing_can_be_set_on_or_injected_into_an_external_driver(tmp_path, args, needle):
+    out = simforge("run", "right_turn", "--driver", "external", *args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr
