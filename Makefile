@@ -34,7 +34,7 @@ bench: setup
 	$(VENV)/bin/simforge bench
 
 lint: setup
-	$(VENV)/bin/ruff check simforge_ros test
+	$(VENV)/bin/ruff check simforge_ros test examples
 	$(VENV)/bin/mypy simforge_ros
 
 clean:

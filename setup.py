@@ -28,6 +28,7 @@ BUILD = HERE / "build" / "rosidl"
 STAGE = BUILD / "stage"
 NODES = ("clock_master", "sim_bridge", "driver", "recorder")
 PY_SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
+FROM_SOURCE = ("config", "launch", "examples")  # share/simforge_ros/<dir>, taken from the source tree
 
 
 def _inputs() -> list[Path]:
@@ -63,7 +64,7 @@ def build_interfaces() -> None:
     src.mkdir(parents=True)
     for name in ("CMakeLists.txt", "package.xml"):
         shutil.copy2(HERE / name, src / name)
-    for name in ("msg", "srv", "config", "launch"):
+    for name in ("msg", "srv", *FROM_SOURCE):
         shutil.copytree(HERE / name, src / name)
     cmake_build.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, AMENT_PREFIX_PATH=str(prefix))
@@ -103,10 +104,10 @@ def data_files() -> list[tuple[str, list[str]]]:
         rel = path.relative_to(STAGE)
         if rel.as_posix().startswith(PY_SITE):
             continue  # the Python side goes into the package itself
-        if rel.as_posix().startswith(("share/simforge_ros/config/", "share/simforge_ros/launch/")):
+        if rel.as_posix().startswith(tuple(f"share/simforge_ros/{top}/" for top in FROM_SOURCE)):
             continue  # taken fresh from the source tree below
         files.setdefault(rel.parent.as_posix(), []).append(str(path))
-    for top in ("config", "launch"):
+    for top in FROM_SOURCE:
         for path in sorted((HERE / top).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
                 rel = path.relative_to(HERE)

@@ -15,9 +15,10 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch.conditions import UnlessCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
-from launch.substitutions import LaunchConfiguration
+from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
 
@@ -25,7 +26,8 @@ def generate_launch_description() -> LaunchDescription:
     share = get_package_share_directory("simforge_ros")
     args = {
         "scenario": ("right_turn", "scenario name or scenario file"),
-        "driver": ("route", "driver policy: route | torch"),
+        "driver": ("route", "driver policy: route | torch | external (start your own node offering "
+                            "/simforge/decide; see the README)"),
         "latency_us": ("0", "driver latency in microseconds (a whole number of steps)"),
         "seed": ("0", "run seed"),
         "steps": ("0", "steps to run; 0 = the whole scenario"),
@@ -41,7 +43,8 @@ def generate_launch_description() -> LaunchDescription:
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
                   parameters=[params_file, {"scenario": cfg["scenario"]}])
     driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
-                  parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}])
+                  parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}],
+                  condition=UnlessCondition(PythonExpression(["'", cfg["driver"], "' == 'external'"])))
     clock = Node(package="simforge_ros", executable="clock_master", name="clock_master", output="screen",
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"]}])

@@ -10,6 +10,7 @@ import yaml
 
 from simforge_ros.core.errors import ConfigError
 from simforge_ros.params import NODE_PARAMS, validate
+from simforge_ros.runner import EXTERNAL
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +48,17 @@ def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
     assert executables == set(NODE_PARAMS)
     for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file"):
         assert f'"{arg}"' in source
+
+
+def test_launch_file_leaves_the_driver_out_for_an_external_one():
+    source = (ROOT / "launch" / "simforge.launch.py").read_text()
+    calls = [node for node in ast.walk(ast.parse(source))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"]
+    conditions = {
+        next(kw.value.value for kw in call.keywords if kw.arg == "executable"):
+            next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
+        for call in calls
+    }
+    expected = f"""UnlessCondition(PythonExpression(["'", cfg['driver'], "' == '{EXTERNAL}'"]))"""
+    assert conditions.pop("driver") == expected
+    assert set(conditions.values()) == {None}  # every other node always starts

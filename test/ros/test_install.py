@@ -23,6 +23,7 @@ def test_ament_index_marks_the_package():
     for scenario in ("right_turn", "unprotected_left", "red_signal", "handover_parked"):
         assert (PREFIX / "share" / "simforge_ros" / "config" / "scenarios" / f"{scenario}.yaml").is_file()
     assert (PREFIX / "share" / "simforge_ros" / "launch" / "simforge.launch.py").is_file()
+    assert (PREFIX / "share" / "simforge_ros" / "examples" / "external_driver.py").is_file()
 
 
 @pytest.mark.parametrize("node", sorted(NODE_PARAMS))
