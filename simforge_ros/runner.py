@@ -31,7 +31,7 @@ from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
-DRIVERS = ("route", "torch", "external")
+DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
 EXTERNAL = "external"
 """--driver external: no driver node is started; the user's own node offers the Decide
 service (topics.DECIDE_SERVICE) in the run's ROS domain (examples/external_driver.py)."""

@@ -7,7 +7,9 @@ import pytest
 
 from simforge_ros import cli
 from simforge_ros.core.faults import FORMS
+from simforge_ros.drivers.registry import POLICIES
 from simforge_ros.params import validate
+from simforge_ros.runner import DRIVERS, EXTERNAL
 
 
 def _exit_code(argv: list[str]) -> int:
@@ -47,3 +49,8 @@ def test_the_set_example_is_accepted(capsys):
     assert cli._SET_EXAMPLE in capsys.readouterr().out
     sets = cli._parse_set([cli._SET_EXAMPLE])
     assert validate(sets, "--set")["sim_bridge"]["cameras"] == ["front", "left"]
+
+
+def test_the_driver_choices_are_the_policies_and_external():
+    # the runner lists them without importing the drivers (simforge --help stays quick)
+    assert (*POLICIES, EXTERNAL) == DRIVERS
