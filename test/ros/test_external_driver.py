@@ -60,7 +60,7 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
     assert route.status == "counted" and route.chain_digest != results[0].chain_digest
 
 
-def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path, monkeypatch):
+def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):
     result = lockstep(tmp_path, steps=5, layout="single", driver="external",
                       sets={"clock_master": {"startup_timeout_ms": 2000}})
     assert result.refusal is not None and result.refusal["code"] == "participant_timeout"
