@@ -27,7 +27,7 @@ from rclpy.client import Client
 from rclpy.duration import Duration
 from rclpy.executors import Executor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.node import Node
+from rclpy.node import Node, NodeNameNonExistentError
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import UInt64
 
@@ -58,7 +58,7 @@ from simforge_ros.core.lockstep import (
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
-from simforge_ros.msg import DriverAction, RunStatus, StepTiming
+from simforge_ros.msg import DriverAction, Participant, RunStatus, StepTiming
 from simforge_ros.msg import VehicleState as VehicleStateMsg
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
@@ -170,11 +170,30 @@ class _Peer:
         self.client, self.who = client, who
         self.pid: int | None = None
         self.host: str | None = None
+        self.answered: tuple[int, str] | None = None  # (pid, host) its first answer named
 
     def gone(self) -> bool:
         if self.pid is not None and self.host == HOST:
             return not process_alive(self.pid)
         return self.pid is not None and not self.client.service_is_ready()
+
+    def note_answer(self, pid: int, host: str, step: int) -> None:
+        """Hold every answer of the run to the process that gave the first.
+
+        Raises:
+            ParticipantLost: another process answered: the first one restarted (and lost
+                what it held, a planner's memory, say), or two nodes serve the service and
+                answer in no fixed order.
+        """
+        if self.answered is None:
+            self.answered = (pid, host)
+            self.pid, self.host = pid, host
+        elif (pid, host) != self.answered:
+            first_pid, first_host = self.answered
+            raise ParticipantLost(
+                step, f"{self.who} answered step {step} from pid {pid} on host {host!r}, earlier steps from "
+                      f"pid {first_pid} on host {first_host!r}: it restarted, or two nodes serve "
+                      f"{self.client.srv_name}")
 
 
 class _Messages:
@@ -360,7 +379,7 @@ class ClockMaster:
             _cancel(f for f in sent if f is not future)
         response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
-            peer.pid, peer.host = response.pid, response.host
+            peer.note_answer(response.pid, response.host, step)
         return response
 
     def step(self, request: StepRequest) -> BridgeObservation:
@@ -491,6 +510,32 @@ class ClockMaster:
                     )
                 self._executor.spin_once(timeout_sec=WALL_POLL_S)
 
+    def _participants(self) -> list[Participant]:
+        """Who answered Step and Decide, for the manifest: an external driver publishes no
+        parameters of its own, and the processes named here are the ones that answered."""
+        participants = []
+        for peer in (self._bridge, self._driver):
+            msg = Participant()
+            msg.role = peer.who
+            msg.node = ", ".join(self._serving_nodes(peer.client.srv_name))
+            if peer.answered is not None:
+                msg.pid, msg.host = peer.answered
+            participants.append(msg)
+        return participants
+
+    def _serving_nodes(self, service: str) -> list[str]:
+        """Full names of the nodes the ROS graph says offer ``service`` (once, at the end
+        of the run: by then what each node offers has long been announced)."""
+        names = []
+        for name, namespace in self.node.get_node_names_and_namespaces():
+            try:
+                offered = self.node.get_service_names_and_types_by_node(name, namespace)
+            except NodeNameNonExistentError:  # gone meanwhile
+                continue
+            if any(srv == service for srv, _types in offered):
+                names.append(namespace.rstrip("/") + "/" + name)
+        return sorted(names)
+
     def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:
         """Run the whole loop on ``executor`` (which may also hold the other nodes)."""
         self._executor = executor
@@ -521,6 +566,7 @@ class ClockMaster:
             request = Finish.Request()
             request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
             request.status = status
+            request.participants = self._participants()
             try:
                 response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s,
                                       first=True)

@@ -335,7 +335,9 @@ class Recorder:
         elif missing:
             refusal = {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": "; ".join(missing)}
         counted = refusal is None
-        self._write(status.run_id or self._values["run_id"], counted, refusal, expected)
+        participants = {str(p.role): {"node": str(p.node), "pid": int(p.pid), "host": str(p.host)}
+                        for p in request.participants}
+        self._write(status.run_id or self._values["run_id"], counted, refusal, expected, participants)
         response.counted = counted
         response.chain_digest = self.assembler.chain.hexdigest
         response.frames_digest = self.assembler.frames_chain.hexdigest
@@ -343,7 +345,8 @@ class Recorder:
         response.detail = "" if counted else (refusal or {}).get("detail", "")
         return response
 
-    def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int) -> None:
+    def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int,
+               participants: dict[str, dict[str, Any]] | None = None) -> None:
         if self._written:
             return
         self._written = True
@@ -362,6 +365,7 @@ class Recorder:
             nodes=self._nodes,
             storage=self._values["storage"],
             contacts=self._contacts,
+            participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": self._step_ns.tolist()},
         )

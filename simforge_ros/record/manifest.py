@@ -59,11 +59,15 @@ def build_manifest(
     contacts: list[dict[str, Any]],
     wall: Mapping[str, Any],
     steps: int | None = None,
+    participants: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
     ``records`` are the step records in order, or only the latest one when ``steps``
     (the number of recorded steps) is given: the recorder keeps no more than that.
+    ``participants``: role -> node, pid, host of who answered the clock master's Step and
+    Decide calls (Finish.Request); a role none of ``nodes`` has is marked ``external``
+    (``--driver external``: a node of the user's own, which publishes no parameters here).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -103,6 +107,9 @@ def build_manifest(
         },
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
+        "participants": {
+            role: {**dict(who), "external": role not in nodes} for role, who in sorted((participants or {}).items())
+        },
         "versions": versions(),
         "bag": {"path": "bag", "storage": storage},
         "wall": dict(wall),

@@ -15,7 +15,7 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
-MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Pose2D", "RunStatus", "StepTiming",
+MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Participant", "Pose2D", "RunStatus", "StepTiming",
             "TrajectoryPoint", "VehicleState"]
 
 
@@ -43,6 +43,7 @@ def main() -> int:
     def finish(req, res):
         res.counted, res.chain_digest = req.status.state == "counted", req.status.run_id
         res.steps_recorded, res.detail = req.expected_steps, req.status.detail
+        res.frames_digest = ",".join(f"{p.role}:{p.node}@{p.pid}/{p.host}" for p in req.participants)
         return res
 
     node.create_service(srvs.Step, "/rt/step", step)

@@ -3,6 +3,7 @@ uses nothing of simforge_ros but its interfaces) steps in lockstep in place of o
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -17,15 +18,16 @@ from simforge_ros.isolation import lease_domain
 pytestmark = pytest.mark.ros
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external_driver.py"
+RESTARTED = Path(__file__).with_name("restarted_driver.py")  # the example, answering as another process from step 5
 # the example's controller, to check the recorded actions against
 TARGET_SPEED_MPS, SPEED_GAIN_PER_S, MAX_ACCEL_MPS2 = 4.0, 0.8, 2.0
 
 
 @contextmanager
-def external_driver(env: Mapping[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def external_driver(env: Mapping[str, str], log: Path, script: Path = EXAMPLE) -> Iterator[subprocess.Popen[bytes]]:
     """The example driver as a process of its own, stopped afterwards."""
     with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, str(EXAMPLE)], env=dict(env), stdout=out,
+        proc = subprocess.Popen([sys.executable, str(script)], env=dict(env), stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
             yield proc
@@ -55,9 +57,31 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
         accel = max(-MAX_ACCEL_MPS2, min(MAX_ACCEL_MPS2, SPEED_GAIN_PER_S * (TARGET_SPEED_MPS - speed)))
         assert step["action"]["steer_rad"] == 0.0
         assert step["action"]["accel_mps2"] == accel
-    assert "driver" not in manifest_of(results[0])["nodes"]  # no driver of ours ran
+    for result in results:
+        manifest = manifest_of(result)
+        assert "driver" not in manifest["nodes"]  # no driver of ours ran
+        # but the manifest names the one that answered, and the bridge of ours
+        assert manifest["participants"]["driver"] == {
+            "node": "/external_driver", "pid": driver.pid, "host": socket.gethostname(), "external": True}
+        assert manifest["participants"]["sim_bridge"]["node"] == "/sim_bridge"
+        assert manifest["participants"]["sim_bridge"]["external"] is False
     route = lockstep(tmp_path, steps=40, layout="single")
     assert route.status == "counted" and route.chain_digest != results[0].chain_digest
+
+
+def test_an_answer_from_another_process_mid_run_is_refused_by_name(tmp_path, monkeypatch):
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        log = tmp_path / "driver.log"
+        with external_driver(lease.env, log, RESTARTED) as driver:
+            result = lockstep(tmp_path, steps=20, layout="single", driver="external")
+    assert result.refusal is not None, log.read_text()
+    assert result.refusal["code"] == "participant_lost" and result.refusal["step"] == 5
+    assert f"answered step 5 from pid {driver.pid + 1}" in result.refusal["detail"]
+    assert f"earlier steps from pid {driver.pid}" in result.refusal["detail"]
+    manifest = manifest_of(result)
+    assert manifest["status"] == "refused" and manifest["steps"] == 5  # what came before is kept
+    assert manifest["participants"]["driver"]["pid"] == driver.pid  # the run's first answerer
 
 
 def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):

@@ -16,7 +16,7 @@ import simforge_ros.srv as srvs
 
 from simforge_ros.core.canonical import to_plain
 
-MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Pose2D", "RunStatus", "StepTiming",
+MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Participant", "Pose2D", "RunStatus", "StepTiming",
             "TrajectoryPoint", "VehicleState"]
 
 
@@ -110,5 +110,6 @@ def test_every_message_and_service_round_trips_between_processes(ros_lease, peer
         assert decide.action.step == 41 and decide.action.trajectory[0].y_m == 3.0
         finish = answers["Finish"]
         assert finish.chain_digest == "run_id-4" and finish.steps_recorded == 41
+        assert finish.frames_digest == "role-2:node-2@42/host-2,role-3:node-3@43/host-3"
     finally:
         rclpy.shutdown(context=context)

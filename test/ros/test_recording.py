@@ -125,6 +125,12 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
     assert manifest["nodes"]["clock_master"]["params"]["decision_us"] == 100_000
     pids = {manifest["nodes"][n]["process"]["pid"] for n in ("clock_master", "sim_bridge", "driver", "recorder")}
     assert pids == {os.getpid()}  # each node names its process: here all ran in this one
+    # who answered the clock master's calls: our own nodes, in this process
+    host = manifest["nodes"]["sim_bridge"]["process"]["host"]
+    assert manifest["participants"] == {
+        "sim_bridge": {"node": "/sim_bridge", "pid": os.getpid(), "host": host, "external": False},
+        "driver": {"node": "/driver", "pid": os.getpid(), "host": host, "external": False},
+    }
     assert manifest["contract"] == {"decision_us": 100_000, "tick_us": 20_000, "ticks_per_step": 5, "latency_steps": 0}
     record = steps_of(result)[0]
     assert "wall_step_ns" not in record["timing"] and "wall_step_ns" in record["wall"]
