@@ -9,6 +9,7 @@
     simforge probe-driver [...]
     simforge render SCENARIO [...]
     simforge bench [--quick]
+    simforge --version
 
 Every command returns an exit code: 0 success (every run counted), 1 a run refused or a
 check failed, 2 a usage or input error (said in one line naming the field), and a run's
@@ -141,8 +142,35 @@ def _scenarios(_args: argparse.Namespace) -> int:
     return 0
 
 
+def version_line() -> str:
+    """This package's, the engine's and rclpy's versions: a run's digests depend on all three
+    (its manifest records them and every other library's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import simforge_ros
+    from simforge_ros.engine.world import ENGINE_VERSION
+
+    try:
+        rclpy_version = version("ros-rclpy")
+    except PackageNotFoundError:  # a ROS 2 install from a distribution, not the PyPI wheels
+        rclpy_version = "from the ROS 2 install"
+    return f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, rclpy {rclpy_version})"
+
+
+class _Version(argparse.Action):
+    """--version, resolved only when asked (the engine's import is not free)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="simforge", description="Closed-loop driving simulation in exact lockstep on ROS 2.")
+    parser.add_argument("--version", action=_Version, help="print the versions a run's digests depend on")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
     run.add_argument("scenario", help="a name from `simforge scenarios` or a scenario file")

@@ -54,3 +54,15 @@ def test_the_set_example_is_accepted(capsys):
 def test_the_driver_choices_are_the_policies_and_external():
     # the runner lists them without importing the drivers (simforge --help stays quick)
     assert (*POLICIES, EXTERNAL) == DRIVERS
+
+
+def test_version_names_the_package_the_engine_and_rclpy(capsys):
+    import importlib.metadata
+
+    import simforge_ros
+    from simforge_ros.engine.world import ENGINE_VERSION
+
+    assert _exit_code(["--version"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out == (f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, "
+                   f"rclpy {importlib.metadata.version('ros-rclpy')})")
