@@ -1,5 +1,6 @@
 """`simforge diff RUN_A RUN_B`: the first step where two recorded runs differ, and what
-part of the loop moved first.
+part of the loop moved first; and, from the manifests, how the runs were set up
+differently (seed, parameters, digests of what drove them, versions).
 
 Only runs of the same scenario under the same timing contract are comparable step by
 step; anything else differs everywhere for a trivial reason, so it is refused unless the
@@ -10,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,14 @@ from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
 
 WALL_KEYS = ("wall",)
 """Step record keys holding wall-clock readings: different on every run, never compared."""
+
+RUN_SPECIFIC = frozenset({"run_id", "out_dir", "pid", "host"})
+"""Manifest keys that differ between any two runs (names, places, processes): never
+reported as a difference in setup."""
+_SHOWN = 5  # setup differences on the text line; --json lists them all
+# said already by the manifest's "seed" and "faults" (the faults of every node's parameters)
+_SAID = frozenset({"nodes.clock_master.params.seed"})
+_HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 class DiffRefused(SimforgeError):
@@ -54,11 +64,57 @@ def diff_runs(a: Path, b: Path, force: bool = False) -> DiffResult:
     return diff_steps(step_records(run_a, WALL_KEYS), step_records(run_b, WALL_KEYS))
 
 
+def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, object, object]]:
+    """How two runs were set up differently, from their manifests: seed, injected faults,
+    the digests of what drove them (driver configuration, weights, scenario file, engine,
+    bridge), every node's parameters, who answered the clock master's calls, and the
+    package and library versions. (field as a dotted path, a, b), in that order; MISSING
+    where one manifest has no such field. Told alongside the first differing step, never
+    a reason to refuse: runs set up differently are what a diff is often asked about."""
+    found: list[tuple[str, object, object]] = []
+    for key in ("seed", "faults"):
+        _compare(key, a.get(key, MISSING), b.get(key, MISSING), found)
+    nodes_a, nodes_b = a.get("nodes") or {}, b.get("nodes") or {}
+    for node in sorted(set(nodes_a) | set(nodes_b)):
+        params_a = (nodes_a.get(node) or {}).get("params", MISSING)
+        params_b = (nodes_b.get(node) or {}).get("params", MISSING)
+        _compare(f"nodes.{node}.params", params_a, params_b, found)
+    for key in ("participants", "digests", "versions"):
+        _compare(key, a.get(key, MISSING), b.get(key, MISSING), found)
+    return [d for d in found if d[0] not in _SAID and not d[0].endswith(".params.faults")]
+
+
+def _compare(path: str, a: object, b: object, found: list[tuple[str, object, object]]) -> None:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b)):
+            if key not in RUN_SPECIFIC:
+                _compare(f"{path}.{key}", a.get(key, MISSING), b.get(key, MISSING), found)
+    elif a != b:
+        found.append((path, a, b))
+
+
+def describe_setup(differences: Sequence[tuple[str, object, object]]) -> str:
+    """One line, e.g. "set up differently: seed (0 vs 3); nodes.driver.params.policy
+    ('route' vs 'torch')", the first few only; empty when there are none."""
+    if not differences:
+        return ""
+    shown = "; ".join(f"{field} ({_short(x)} vs {_short(y)})" for field, x, y in differences[:_SHOWN])
+    more = len(differences) - _SHOWN
+    return f"set up differently: {shown}" + (f"; and {more} more (--json lists all)" if more > 0 else "")
+
+
+def _short(value: object) -> str:
+    """A SHA-256 digest by its first 16 hex digits (as `simforge run` prints a chain)."""
+    if isinstance(value, str) and _HEX_DIGEST.match(value):
+        return repr(value[:16])
+    return format_value(value)
+
+
 def _json_value(value: object) -> object:
     return None if value is MISSING else value
 
 
-def to_json(result: DiffResult) -> dict[str, Any]:
+def to_json(result: DiffResult, setup: Sequence[tuple[str, object, object]] = ()) -> dict[str, Any]:
     """The --json form; a value one run does not have is null."""
     return {
         "identical": result.identical,
@@ -68,6 +124,7 @@ def to_json(result: DiffResult) -> dict[str, Any]:
         "a": _json_value(result.a),
         "b": _json_value(result.b),
         "frames_differ": result.frames_differ,
+        "setup": [{"field": field, "a": _json_value(x), "b": _json_value(y)} for field, x, y in setup],
     }
 
 
@@ -90,10 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     try:
         result = diff_runs(args.run_a, args.run_b, force=args.force)
+        setup = setup_differences(load_run(args.run_a).manifest, load_run(args.run_b).manifest)
     except SimforgeError as err:  # RunDirError, DiffRefused: one line, never a traceback
         print(f"simforge diff: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
         return EXIT_USAGE
-    print(json.dumps(to_json(result)) if args.json else describe(result))
+    if args.json:
+        print(json.dumps(to_json(result, setup)))
+    else:
+        print(describe(result))
+        if setup:
+            print(describe_setup(setup))
     return 0 if result.identical else EXIT_FAILURE
 
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from simforge_ros.record.diff_runs import DiffRefused, describe, diff_runs, main
+from simforge_ros.core.diffing import MISSING
+from simforge_ros.record.diff_runs import (
+    DiffRefused,
+    describe,
+    describe_setup,
+    diff_runs,
+    main,
+    setup_differences,
+)
 from simforge_ros.record.rundir import RunDirError
 
 MakeRun = Callable[..., Path]
@@ -48,13 +56,13 @@ def test_json_keys(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> Non
     a, b = make_run("a"), make_run("b", perturb_action_at=40)
     assert main([str(a), str(b), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"identical", "step", "first", "field", "a", "b", "frames_differ"}
+    assert set(out) == {"identical", "step", "first", "field", "a", "b", "frames_differ", "setup"}
     assert (out["identical"], out["step"], out["first"], out["field"]) == (False, 40, "controller", "action.steer_rad")
     assert out["b"] == pytest.approx(out["a"] + 1e-3)
     assert main([str(a), str(a), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "identical": True, "step": None, "first": None, "field": None, "a": None, "b": None,
-        "frames_differ": False,
+        "frames_differ": False, "setup": [],
     }
 
 
@@ -100,3 +108,74 @@ def test_bad_input_exits_2(make_run: MakeRun, capsys: pytest.CaptureFixture[str]
     assert main([str(a), str(a.parent / "nope")]) == 2
     assert "nope: no such run directory" in capsys.readouterr().err
     assert main([str(a)]) == 2  # usage
+
+
+def test_runs_set_up_differently_say_how_next_to_their_steps(make_run: MakeRun,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a"), make_run("b", seed=8, perturb_action_at=40)
+    assert main([str(a), str(b)]) == 1
+    first, setup = capsys.readouterr().out.splitlines()
+    assert first.startswith("first difference at step 40: controller output")
+    assert setup == "set up differently: seed (7 vs 8)"
+    assert main([str(a), str(b), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["setup"] == [{"field": "seed", "a": 7, "b": 8}]
+    assert main([str(a), str(make_run("c"))]) == 0  # the same setup: no second line
+    assert capsys.readouterr().out == "identical (60 steps)\n"
+
+
+def _manifest(**changes: object) -> dict[str, object]:
+    manifest: dict[str, object] = {
+        "seed": 0, "faults": [], "run_id": "a",
+        "digests": {"driver_config": "1" * 64, "engine_version": "simforge-engine/1.0.0"},
+        "nodes": {"clock_master": {"params": {"seed": 0, "run_id": "a", "decision_us": 100_000},
+                                   "process": {"pid": 1, "host": "h"}},
+                  "recorder": {"params": {"out_dir": "/runs/a", "storage": "mcap"}}},
+        "participants": {"driver": {"node": "/driver", "pid": 1, "host": "h", "external": False}},
+        "versions": {"simforge_ros": "0.1.0", "packages": {"ros-rclpy": "9.1.2"}},
+        "wall": {"start_ns": 1},
+    }
+    manifest.update(changes)
+    return manifest
+
+
+def test_setup_differences_leave_out_what_differs_between_any_two_runs() -> None:
+    a = _manifest()
+    b = _manifest(run_id="b", wall={"start_ns": 2}, nodes={
+        "clock_master": {"params": {"seed": 0, "run_id": "b", "decision_us": 100_000},
+                         "process": {"pid": 2, "host": "g"}},
+        "recorder": {"params": {"out_dir": "/runs/b", "storage": "mcap"}}},
+        participants={"driver": {"node": "/driver", "pid": 2, "host": "g", "external": False}})
+    assert setup_differences(a, b) == []  # names, places, processes and wall time only
+
+
+def test_setup_differences_name_each_field_in_order() -> None:
+    a = _manifest()
+    b = _manifest(
+        seed=3, faults=["drop_frame@4"],
+        digests={"driver_config": "2" * 64, "engine_version": "simforge-engine/1.0.0"},
+        nodes={"clock_master": {"params": {"seed": 3, "run_id": "b", "decision_us": 50_000}},
+               "recorder": {"params": {"out_dir": "/runs/b", "storage": "sqlite3"}},
+               "driver": {"params": {"policy": "torch"}}},
+        participants={"driver": {"node": "/my_ecu", "pid": 9, "host": "ecu", "external": True}},
+        versions={"simforge_ros": "0.1.0", "packages": {"ros-rclpy": "9.2.0"}},
+    )
+    found = setup_differences(a, b)
+    assert found == [
+        ("seed", 0, 3),  # said once: not again as the clock master's parameter
+        ("faults", [], ["drop_frame@4"]),
+        ("nodes.clock_master.params.decision_us", 100_000, 50_000),
+        ("nodes.driver.params", MISSING, {"policy": "torch"}),
+        ("nodes.recorder.params.storage", "mcap", "sqlite3"),
+        ("participants.driver.external", False, True),
+        ("participants.driver.node", "/driver", "/my_ecu"),
+        ("digests.driver_config", "1" * 64, "2" * 64),
+        ("versions.packages.ros-rclpy", "9.1.2", "9.2.0"),
+    ]
+    line = describe_setup(found)
+    assert line.startswith("set up differently: seed (0 vs 3); faults ([] vs ['drop_frame@4']); ")
+    assert line.endswith("; and 4 more (--json lists all)")
+    assert describe_setup(found[-3:-1]) == (  # a digest shown by its first 16 hex digits
+        "set up differently: participants.driver.node ('/driver' vs '/my_ecu'); "
+        f"digests.driver_config ('{'1' * 16}' vs '{'2' * 16}')"
+    )
+    assert describe_setup([]) == ""

@@ -14,7 +14,8 @@ from runs import lockstep, manifest_of, simforge, steps_of
 
 from simforge_ros import topics
 from simforge_ros.record.bag import read_bag
-from simforge_ros.record.diff_runs import diff_runs
+from simforge_ros.record.diff_runs import diff_runs, setup_differences
+from simforge_ros.record.rundir import load_run
 from simforge_ros.record.verify import verify_run
 
 pytestmark = pytest.mark.ros
@@ -111,7 +112,13 @@ def test_diff_names_the_step_and_what_differed_first(tmp_path):
     assert out.returncode == 1 and "step 40: controller output differed first" in out.stdout
     out = simforge("diff", base.run_dir, state.run_dir, cwd=tmp_path)
     assert "step 40: vehicle state differed first" in out.stdout
-    assert simforge("diff", base.run_dir, same.run_dir, cwd=tmp_path).stdout.startswith("identical")
+    assert simforge("diff", base.run_dir, same.run_dir, cwd=tmp_path).stdout == "identical (60 steps)\n"
+    # how the runs were set up differently: only the injected fault, though ids, directories,
+    # processes and wall time differ between any two runs
+    manifests = [load_run(Path(r.run_dir)).manifest for r in (base, same, action)]
+    assert setup_differences(manifests[0], manifests[1]) == []
+    fields = [field for field, _a, _b in setup_differences(manifests[0], manifests[2])]
+    assert fields == ["faults", "digests.bridge"]  # the bridge's parameters hold the faults too
 
 
 def test_the_manifest_names_what_drove_the_run(tmp_path):
