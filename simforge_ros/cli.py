@@ -6,6 +6,7 @@
     simforge scenarios
     simforge verify RUN [--json]
     simforge diff RUN_A RUN_B [--json] [--force]
+    simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...]
     simforge probe-driver [...]
     simforge render SCENARIO [...]
     simforge bench [--quick]
@@ -40,6 +41,7 @@ _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
 _TOOLS = (
     ("verify", "simforge_ros.record.verify", "recompute a run's digests from its bag alone and check them"),
     ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
+    ("play", "simforge_ros.record.play", "publish a run's bag on its topics again, paced by its simulation time"),
     ("probe-driver", "simforge_ros.drivers.probe", "is the torch planner deterministic? one input, many calls"),
     ("render", "simforge_ros.engine.snapshot", "write camera and top-down PNGs of a scenario at a step"),
     ("bench", "simforge_ros.bench", "measure the lockstep loop against the transport floor"),

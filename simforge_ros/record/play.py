@@ -1,0 +1,258 @@
+"""`simforge play RUN`: publish a recorded run's bag on its topics again, paced by its
+simulation time, for nodes of your own (a perception stack, a visualiser) to take the
+very messages of a kept run.
+
+It does what `ros2 bag play` does, where rosbag2 is not installed (it does not come with
+the PyPI wheels). The recorded CDR bytes are published as they are (rclpy
+publishes serialised messages), so a subscriber receives what the recorder received (the
+transport may pad the end to a multiple of 4 bytes, as on a live run's wire). /clock is
+in the bag, so nodes with use_sim_time follow the run's time. Each message is checked to
+decode before it goes out: a damaged bag stops with an error naming the topic and time,
+never sends garbage. The run's status and node parameters are not played unless asked
+for by --topic: live simforge nodes act on a run's status.
+
+The wall clock only paces the publishing (--rate); nothing it reads is published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from simforge_ros import topics
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.record.bag import BagError, read_bag
+from simforge_ros.record.rundir import load_run
+
+NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
+"""Run control, not data: a replayed final status would end a live run's nodes."""
+_LATCHED = frozenset(NOT_PLAYED_BY_DEFAULT)
+_ACK_WAIT_S = 5.0  # wall clock: how long the last messages may take to be acknowledged
+_SLEEP_SLICE_S = 0.05  # wall clock: the longest single sleep, so Ctrl-C is heard promptly
+
+
+class PlayError(SimforgeError):
+    """A run that cannot be played: a type not installed here, a topic not in the bag."""
+
+
+@dataclass(frozen=True)
+class Played:
+    """What was played: messages per topic, and the span of simulation time they covered."""
+
+    counts: dict[str, int]
+    sim_ns: int
+
+
+def wall_offset_s(t_ns: int, t0_ns: int, rate: float) -> float:
+    """When a message logged at ``t_ns`` goes out, in wall seconds after the first one
+    (logged at ``t0_ns``); ``rate`` 0 publishes as fast as the readers take them."""
+    return 0.0 if rate == 0 else (t_ns - t0_ns) / 1e9 / rate
+
+
+def message_class(type_name: str) -> Any:
+    """The installed rclpy class of a "pkg/msg/Type" name.
+
+    Raises:
+        PlayError: no such message type is installed (its package is named).
+    """
+    package, _, name = type_name.rpartition("/")
+    try:
+        return getattr(importlib.import_module(package.replace("/", ".")), name)
+    except (ImportError, AttributeError, ValueError):
+        raise PlayError(f"{type_name}: no such message type is installed here (its package "
+                        f"{package.split('/')[0]!r} provides it)") from None
+
+
+def bag_topics(bag: Path) -> dict[str, str]:
+    """topic -> message type of every connection in a rosbag2 directory.
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    from rosbags.rosbag2 import Reader
+
+    if not (bag / "metadata.yaml").is_file():
+        raise BagError(f"{bag}: not a rosbag2 directory (metadata.yaml missing)")
+    try:
+        with Reader(bag) as reader:
+            return {conn.topic: conn.msgtype for conn in reader.connections}
+    except Exception as err:
+        raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
+
+
+def choose_topics(available: dict[str, str], wanted: Sequence[str]) -> dict[str, str]:
+    """The topics to play: ``wanted`` (each must be in the bag), or every one but
+    NOT_PLAYED_BY_DEFAULT.
+
+    Raises:
+        PlayError: a wanted topic is not in the bag (the bag's topics are listed).
+    """
+    if not wanted:
+        return {t: m for t, m in available.items() if t not in NOT_PLAYED_BY_DEFAULT}
+    missing = [t for t in wanted if t not in available]
+    if missing:
+        raise PlayError(f"--topic {missing[0]}: not in this run's bag; it has {', '.join(sorted(available))}")
+    return {t: available[t] for t in wanted}
+
+
+class Player:
+    """The rclpy side: one publisher per played topic, with the recorder's QoS."""
+
+    def __init__(self, chosen: dict[str, str], context: Any = None) -> None:
+        from rclpy.node import Node
+
+        from simforge_ros.nodes.common import LATCHED_QOS, RECORD_QOS
+
+        classes = {topic: message_class(type_name) for topic, type_name in chosen.items()}
+        self.node = Node("simforge_player", context=context)
+        self.publishers = {
+            topic: self.node.create_publisher(cls, topic, LATCHED_QOS if topic in _LATCHED else RECORD_QOS)
+            for topic, cls in classes.items()
+        }
+
+    def wait_for_readers(self, topics_: Iterable[str], limit_s: float) -> list[str]:
+        """Wait until each topic has a reader (at most ``limit_s`` wall seconds in all);
+        return those that have none."""
+        wall_deadline = time.monotonic() + limit_s
+        waiting = list(topics_)
+        while waiting and time.monotonic() < wall_deadline:
+            waiting = [t for t in waiting if self.publishers[t].get_subscription_count() < 1]
+            if waiting:
+                time.sleep(0.01)
+        return waiting
+
+    def play(self, bag: Path, rate: float) -> Played:
+        """Publish every chosen message in log-time order, paced by ``rate``.
+
+        Raises:
+            BagError: a message cannot be decoded (nothing of it is published).
+            PlayError: a publish failed (a reliable reader that takes nothing).
+        """
+        from rclpy._rclpy_pybind11 import RCLError
+
+        counts = {topic: 0 for topic in self.publishers}
+        t0_ns: int | None = None
+        last_ns = 0
+        wall_start = time.monotonic()
+        for item in read_bag(bag):  # each message decodes before it is published
+            publisher = self.publishers.get(item.topic)
+            if publisher is None:
+                continue
+            t0_ns = item.t_ns if t0_ns is None else t0_ns
+            last_ns = item.t_ns
+            while (left := wall_start + wall_offset_s(item.t_ns, t0_ns, rate) - time.monotonic()) > 0:
+                time.sleep(min(left, _SLEEP_SLICE_S))
+            try:
+                publisher.publish(item.raw)
+            except RCLError as err:
+                raise PlayError(f"publishing on {item.topic} failed ({err}); a reliable reader is not "
+                                "taking messages") from None
+            counts[item.topic] += 1
+        self._wait_acked()
+        return Played(counts, last_ns - (t0_ns if t0_ns is not None else last_ns))
+
+    def _wait_acked(self) -> None:
+        """Let reliable readers have the last messages before the node goes away."""
+        from rclpy.duration import Duration
+
+        wall_deadline = time.monotonic() + _ACK_WAIT_S
+        for publisher in self.publishers.values():
+            left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
+            publisher.wait_for_all_acked(Duration(nanoseconds=left_ns))
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0 (0: as fast as readers take them), got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge play",
+        description="Publish a recorded run's bag on its topics again, paced by its simulation time "
+                    "(as `ros2 bag play` would), in the ROS domain of the environment.",
+    )
+    parser.add_argument("run", type=Path, help="the run directory")
+    parser.add_argument("--rate", type=_rate, default=1.0,
+                        help="simulation seconds per wall second (default 1; 0: as fast as readers take them)")
+    parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
+                        help="play only this topic (repeatable; default: every one but the run's status "
+                             "and node parameters)")
+    parser.add_argument("--wait-for-reader", action="append", default=[], metavar="TOPIC",
+                        help="start once this topic has a reader (repeatable)")
+    parser.add_argument("--wait-s", type=_seconds, default=30.0,
+                        help="how long to wait for those readers, in seconds (default 30)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 once everything is played, 1 when a reader never came or a publish failed,
+    2 on unreadable input or bad usage."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    try:
+        run = load_run(args.run)
+        chosen = choose_topics(bag_topics(run.bag_path), args.topic)
+        for topic in args.wait_for_reader:
+            if topic not in chosen:
+                raise PlayError(f"--wait-for-reader {topic}: not a played topic; played: {', '.join(sorted(chosen))}")
+        for type_name in chosen.values():
+            message_class(type_name)
+    except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
+        print(f"simforge play: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        return EXIT_USAGE
+    return _play(run.bag_path, chosen, args)
+
+
+def _play(bag: Path, chosen: dict[str, str], args: argparse.Namespace) -> int:
+    import rclpy
+
+    rclpy.init(args=None)
+    player = Player(chosen)
+    try:
+        absent = player.wait_for_readers(args.wait_for_reader, args.wait_s)
+        if absent:
+            print(f"simforge play: no reader on {', '.join(absent)} within {args.wait_s:g} s", file=sys.stderr)
+            return EXIT_FAILURE
+        wall_start = time.monotonic()
+        played = player.play(bag, args.rate)
+    except KeyboardInterrupt:
+        print("simforge play: interrupted", file=sys.stderr)
+        return EXIT_FAILURE
+    except SimforgeError as err:  # BagError mid-bag, PlayError: what went out stays out
+        print(f"simforge play: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(err, BagError) else EXIT_FAILURE
+    finally:
+        player.node.destroy_node()
+        rclpy.try_shutdown()
+    total = sum(played.counts.values())
+    print(f"played {total} messages on {len(played.counts)} topics: {played.sim_ns / 1e9:g} s of simulation time "
+          f"in {time.monotonic() - wall_start:.2f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""`simforge play`'s choices and refusals, before anything is published (no ROS needed);
+test/ros/test_play.py plays a real run to a subscriber."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from simforge_ros import topics
+from simforge_ros.record.play import (
+    NOT_PLAYED_BY_DEFAULT,
+    PlayError,
+    bag_topics,
+    choose_topics,
+    main,
+    message_class,
+    wall_offset_s,
+)
+
+MakeRun = Callable[..., Path]
+
+
+def test_pacing_follows_simulation_time_scaled_by_the_rate() -> None:
+    assert wall_offset_s(2_100_000_000, 100_000_000, 1.0) == 2.0
+    assert wall_offset_s(2_100_000_000, 100_000_000, 4.0) == 0.5
+    assert wall_offset_s(2_100_000_000, 100_000_000, 0.0) == 0.0  # as fast as readers take them
+
+
+def test_status_and_parameters_are_played_only_when_named(make_run: MakeRun) -> None:
+    available = bag_topics(make_run("a") / "bag")
+    assert {topics.CLOCK, topics.STATE, topics.NODE_PARAMS} <= set(available)
+    default = choose_topics(available, [])
+    assert topics.CLOCK in default and not set(NOT_PLAYED_BY_DEFAULT) & set(default)
+    assert choose_topics(available, [topics.NODE_PARAMS, topics.CLOCK]) == {
+        topics.NODE_PARAMS: "std_msgs/msg/String", topics.CLOCK: "rosgraph_msgs/msg/Clock"}
+    with pytest.raises(PlayError, match=r"--topic /nope: not in this run's bag; it has /clock, "):
+        choose_topics(available, ["/nope"])
+
+
+def test_message_types_resolve_to_the_installed_classes() -> None:
+    from sensor_msgs.msg import Image
+    from simforge_ros.msg import StepTiming
+
+    assert message_class("sensor_msgs/msg/Image") is Image
+    assert message_class("simforge_ros/msg/StepTiming") is StepTiming
+    with pytest.raises(PlayError, match=r"^acme_msgs/msg/Radar: no such message type is installed here"):
+        message_class("acme_msgs/msg/Radar")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["{missing}"], "no such run directory"),
+        (["{run}", "--rate", "-1"], "argument --rate: expected a number >= 0"),
+        (["{run}", "--rate", "fast"], "argument --rate: expected a number >= 0"),
+        (["{run}", "--wait-s", "nan"], "argument --wait-s: expected seconds >= 0"),
+        (["{run}", "--topic", "/nope"], "--topic /nope: not in this run's bag"),
+        (["{run}", "--wait-for-reader", topics.STATUS], f"--wait-for-reader {topics.STATUS}: not a played topic"),
+    ],
+)
+def test_bad_input_exits_2_in_one_line(make_run: MakeRun, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                       args: list[str], needle: str) -> None:
+    run = make_run("a")
+    argv = [a.format(run=run, missing=tmp_path / "nothing") for a in args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_a_bag_that_is_gone_is_named(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    run = make_run("a")
+    for item in (run / "bag").iterdir():
+        item.unlink()
+    assert main([str(run)]) == 2
+    assert capsys.readouterr().err == f"simforge play: {run / 'bag'}: not a rosbag2 directory (metadata.yaml missing)\n"

@@ -1,0 +1,87 @@
+"""`simforge play`: a recorded run's bag goes out on its topics again, the recorded bytes in
+log-time order and paced by simulation time, to nodes of one's own."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import rclpy
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from runs import lockstep
+from sensor_msgs.msg import Image
+
+from simforge_ros import topics
+from simforge_ros.nodes.common import RECORD_QOS
+from simforge_ros.record.bag import read_bag
+from simforge_ros.record.play import NOT_PLAYED_BY_DEFAULT, message_class
+
+pytestmark = pytest.mark.ros
+
+RATE = 20.0  # simulation seconds per wall second
+
+
+def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, ros_lease):
+    run = lockstep(tmp_path / "runs", steps=20, layout="single")  # the default rig: two cameras
+    assert run.status == "counted"
+    bag = [m for m in read_bag(Path(run.run_dir) / "bag") if m.topic not in NOT_PLAYED_BY_DEFAULT]
+    played_topics = sorted({m.topic for m in bag})
+    front = topics.image_topic("front")
+    assert topics.CLOCK in played_topics and front in played_topics
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node("play_listener", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        got: dict[str, list[bytes]] = {t: [] for t in played_topics}
+        typed: list[Image] = []
+        types = {m.topic: m.msgtype for m in bag}
+        for topic in played_topics:
+            node.create_subscription(message_class(types[topic]), topic,
+                                     lambda raw, t=topic: got[t].append(raw), RECORD_QOS, raw=True)
+        node.create_subscription(Image, front, typed.append, RECORD_QOS)  # rclpy decodes what was played
+        waits = [arg for t in played_topics for arg in ("--wait-for-reader", t)]
+        exe = Path(sys.executable).with_name("simforge")
+        player = subprocess.Popen([str(exe), "play", run.run_dir, "--rate", str(RATE), *waits],
+                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while player.poll() is None or sum(map(len, got.values())) < len(bag):
+            assert time.monotonic() < deadline, {t: len(v) for t, v in got.items()}
+            executor.spin_once(timeout_sec=0.05)
+        out, err = player.communicate()
+    finally:
+        rclpy.shutdown(context=context)
+    assert player.returncode == 0, err
+    for topic in played_topics:  # every message, in order: the recorded bytes exactly, which the
+        # transport may pad at the end to a multiple of 4 (as it does on a live run's wire)
+        want = [m.raw for m in bag if m.topic == topic]
+        assert len(got[topic]) == len(want), topic
+        for received, recorded in zip(got[topic], want, strict=True):
+            assert received[:len(recorded)] == recorded, topic
+            assert len(received) in (len(recorded), -(-len(recorded) // 4) * 4), topic
+    recorded_front = [m.msg for m in bag if m.topic == front]
+    assert len(typed) == len(recorded_front)
+    assert bytes(typed[-1].data) == recorded_front[-1].data.tobytes()
+    assert (typed[-1].header.stamp.sec, typed[-1].header.stamp.nanosec) == (
+        recorded_front[-1].header.stamp.sec, recorded_front[-1].header.stamp.nanosec)
+    # paced: 1.9 s of simulation (steps 0..19) at RATE take at least 1.9 / RATE wall seconds
+    found = re.fullmatch(r"played (\d+) messages on (\d+) topics: ([\d.]+) s of simulation time in ([\d.]+) s\n", out)
+    assert found is not None, out
+    assert (int(found[1]), int(found[2]), float(found[3])) == (len(bag), len(played_topics), 1.9)
+    assert float(found[4]) >= 1.9 / RATE
+
+
+def test_a_reader_that_never_comes_is_named(tmp_path, ros_lease):
+    run = lockstep(tmp_path / "runs", steps=3, layout="single")
+    exe = Path(sys.executable).with_name("simforge")
+    out = subprocess.run([str(exe), "play", run.run_dir, "--wait-for-reader", topics.STATE, "--wait-s", "0.5"],
+                         env=dict(ros_lease.env), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr == f"simforge play: no reader on {topics.STATE} within 0.5 s\n"
