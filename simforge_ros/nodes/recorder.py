@@ -335,8 +335,10 @@ class Recorder:
         elif missing:
             refusal = {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": "; ".join(missing)}
         counted = refusal is None
-        participants = {str(p.role): {"node": str(p.node), "pid": int(p.pid), "host": str(p.host)}
-                        for p in request.participants}
+        participants = {  # 0 and empty: not known (never answered, or did not say)
+            str(p.role): {"node": str(p.node) or None, "pid": int(p.pid) or None, "host": str(p.host) or None}
+            for p in request.participants
+        }
         self._write(status.run_id or self._values["run_id"], counted, refusal, expected, participants)
         response.counted = counted
         response.chain_digest = self.assembler.chain.hexdigest

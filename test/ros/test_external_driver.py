@@ -89,6 +89,9 @@ def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_pat
                       sets={"clock_master": {"startup_timeout_ms": 2000}})
     assert result.refusal is not None and result.refusal["code"] == "participant_timeout"
     assert "/simforge/decide" in result.refusal["detail"]
+    # nothing answered: the manifest says so rather than naming a process
+    assert manifest_of(result)["participants"]["driver"] == {"node": None, "pid": None, "host": None,
+                                                             "external": True}
 
 
 @pytest.mark.parametrize(
