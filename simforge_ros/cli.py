@@ -6,6 +6,7 @@
     simforge scenarios
     simforge verify RUN [--json]
     simforge diff RUN_A RUN_B [--json] [--force]
+    simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
     simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...]
     simforge probe-driver [...]
     simforge render SCENARIO [...]
@@ -41,6 +42,7 @@ _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
 _TOOLS = (
     ("verify", "simforge_ros.record.verify", "recompute a run's digests from its bag alone and check them"),
     ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
+    ("rerun", "simforge_ros.rerun", "run a kept run again from its parameter file: did it repeat bit for bit?"),
     ("play", "simforge_ros.record.play", "publish a run's bag on its topics again, paced by its simulation time"),
     ("probe-driver", "simforge_ros.drivers.probe", "is the torch planner deterministic? one input, many calls"),
     ("render", "simforge_ros.engine.snapshot", "write camera and top-down PNGs of a scenario at a step"),

@@ -1,0 +1,181 @@
+"""`simforge rerun RUN`: run a kept run again from its own parameter file, and say whether
+it repeated bit for bit; if not, name the first step that differs and how the setups differ.
+
+A kept failure is only worth keeping if it can be run again on demand. The run directory
+holds everything asked of the nodes (params.yaml: scenario, driver, seed, steps, latency,
+faults, every --set), so the rerun asks the same, in the layout the run used (one process
+when all its nodes named one pid; --layout overrides: both layouts give the same digest).
+The rerun is a new run directory next to the kept one; the kept one is never touched. A
+refused run repeats when the rerun is refused with the same code at the same step over the
+same chain: the failure reproduces.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.record.rundir import RunDir, RunDirError, load_run
+from simforge_ros.runner import EXTERNAL, LAYOUTS, RunResult, RunSpec
+
+PARAMS_FILE = "params.yaml"
+# what runner.node_params derives from RunSpec fields (the rest of the file goes in as --set)
+_FROM_SPEC = {
+    "clock_master": {"seed", "steps", "latency_us", "run_id", "record"},
+    "sim_bridge": {"scenario", "faults"},
+    "driver": {"policy", "scenario", "faults"},
+    "recorder": {"out_dir", "run_id", "faults"},
+}
+
+
+def read_params(path: Path) -> dict[str, dict[str, Any]]:
+    """A run's ROS 2 parameter file as {node: {param: value}}.
+
+    Raises:
+        RunDirError: missing, not YAML, or not ``node: ros__parameters: {...}`` throughout.
+    """
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise RunDirError(path, "missing (the run's parameter file; a rerun needs it)") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise RunDirError(path, f"unreadable: {type(err).__name__}") from None
+    if not isinstance(doc, dict):
+        raise RunDirError(path, "expected a mapping of node: ros__parameters: {...}")
+    params: dict[str, dict[str, Any]] = {}
+    for node, body in doc.items():
+        values = body.get("ros__parameters") if isinstance(body, dict) else None
+        if not isinstance(values, dict):
+            raise RunDirError(path, f"{node}: expected ros__parameters: a mapping of parameter: value")
+        params[str(node)] = dict(values)
+    if "clock_master" not in params or "scenario" not in params.get("sim_bridge", {}):
+        raise RunDirError(path, "expected the clock_master's parameters and the sim_bridge's scenario")
+    return params
+
+
+def layout_of(run: RunDir) -> str:
+    """``single`` when every node the manifest names ran in one process, else ``processes``."""
+    pids = {(node.get("process") or {}).get("pid") for node in (run.manifest.get("nodes") or {}).values()
+            if isinstance(node, dict)}
+    return "single" if len(pids) == 1 and None not in pids else "processes"
+
+
+def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path, run_id: str,
+             layout: str) -> RunSpec:
+    """The RunSpec that asks the nodes for exactly what ``params`` holds (but run_id and
+    out_dir, the new run's own)."""
+    clock = params["clock_master"]
+    bridge = params["sim_bridge"]
+    sets = {
+        node: {name: value for name, value in values.items() if name not in _FROM_SPEC.get(node, set())}
+        for node, values in params.items()
+    }
+    return RunSpec(
+        scenario=str(bridge["scenario"]),
+        out_dir=out_dir,
+        run_id=run_id,
+        driver=str(params["driver"]["policy"]) if "driver" in params else EXTERNAL,
+        seed=int(clock.get("seed", 0)),
+        steps=int(clock.get("steps", 0)),
+        latency_us=int(clock.get("latency_us", 0)),
+        layout=layout,
+        sets={node: values for node, values in sets.items() if values},
+        faults=tuple(bridge.get("faults") or ()),
+        record=bool(clock.get("record", True)),
+    )
+
+
+def repeated(kept: RunDir, rerun: RunResult) -> bool:
+    """The same outcome over the same chain: status, refusal code and step, steps, digest."""
+    manifest = kept.manifest
+    kept_refusal = manifest.get("refusal") or {}
+    rerun_refusal = rerun.refusal or {}
+    return (rerun.status == manifest["status"] and rerun.steps == manifest["steps"]
+            and rerun.chain_digest == manifest["chain_digest"]
+            and (kept_refusal.get("code"), kept_refusal.get("step")) == (rerun_refusal.get("code"),
+                                                                        rerun_refusal.get("step")))
+
+
+def _outcome(refusal: Mapping[str, Any] | None, steps: int, chain: str) -> str:
+    said = "counted" if refusal is None else f"refused:{refusal.get('code')} at step {refusal.get('step')}"
+    return f"{said}, {steps} steps, chain {chain[:16]}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge rerun",
+        description="Run a kept run again from its parameter file and say whether it repeated bit for bit.",
+    )
+    parser.add_argument("run", type=Path, help="the kept run directory")
+    parser.add_argument("--layout", choices=LAYOUTS, default=None,
+                        help="default: the layout the kept run used (both give the same digest)")
+    parser.add_argument("--out", type=Path, default=None, help="directory for the new run (default: the kept run's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 when the rerun repeated the kept run, 1 when it did not, 2 on bad input."""
+    from simforge_ros.record.diff_runs import describe_setup, diff_runs, setup_differences, to_json
+    from simforge_ros.runner import run as start_run
+
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    try:
+        kept = load_run(args.run)
+        params = read_params(kept.path / PARAMS_FILE)
+        run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
+        out_dir = ((args.out or kept.path.parent) / run_id).resolve()
+        spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
+        result = start_run(spec)
+    except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback
+        print(f"simforge rerun: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        return EXIT_USAGE
+    same = repeated(kept, result)
+    diff = setup = None
+    if not same:
+        try:
+            diff = diff_runs(kept.path, Path(result.run_dir), force=True)
+            setup = setup_differences(kept.manifest, load_run(Path(result.run_dir)).manifest)
+        except SimforgeError as err:  # a rerun that left no record (it refused before recording)
+            print(f"simforge rerun: no step-by-step diff: {err}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({
+            "repeated": same,
+            "kept": {k: kept.manifest.get(k) for k in ("run_id", "status", "refusal", "steps", "chain_digest")},
+            "rerun": result.to_dict(),
+            "layout": spec.layout,
+            "diff": to_json(diff, setup or []) if diff is not None else None,
+        }, sort_keys=True))
+    else:
+        manifest = kept.manifest
+        print(f"kept  {manifest['run_id']}: "
+              f"{_outcome(manifest.get('refusal'), manifest['steps'], manifest['chain_digest'])}")
+        print(f"rerun {result.run_id}: {_outcome(result.refusal, result.steps, result.chain_digest)} ({spec.layout})")
+        if same:
+            print("repeated bit for bit" + ("" if result.refusal is None else ", the refusal too"))
+        elif diff is None:
+            print("did not repeat")
+        elif diff.identical:
+            print(f"did not repeat: every recorded step is the same ({diff.steps}), the outcome is not")
+        else:
+            from simforge_ros.core.diffing import describe
+
+            print(f"did not repeat: {describe(diff)}")
+        if setup:
+            print(describe_setup(setup))
+    return 0 if same else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

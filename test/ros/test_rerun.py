@@ -1,0 +1,58 @@
+"""`simforge rerun`: a kept run, counted or refused, run again from its run directory
+repeats bit for bit in the layout it used; an edited parameter file does not, and the
+tool names the first differing step and the setting that moved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from runs import lockstep, simforge
+
+from simforge_ros.record.diff_runs import setup_differences
+from simforge_ros.record.rundir import load_run
+
+pytestmark = pytest.mark.ros
+
+
+def _rerun(run_dir: str, tmp_path: Path, *args: str) -> tuple[int, dict]:
+    out = simforge("rerun", run_dir, "--json", *args, cwd=tmp_path)
+    assert out.returncode in (0, 1), out.stderr
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_a_kept_run_repeats_bit_for_bit_with_what_it_was_asked(tmp_path):
+    kept = lockstep(tmp_path / "runs", steps=30, layout="single", seed=5, sets={"sim_bridge": {"cameras": ["front"]}},
+                    faults=("perturb_action=0.001@10",))
+    assert kept.status == "counted"
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 0 and out["repeated"] is True and out["layout"] == "single"  # the layout it used
+    assert out["rerun"]["chain_digest"] == kept.chain_digest and out["rerun"]["steps"] == 30
+    rerun_dir = Path(out["rerun"]["run_dir"])
+    assert rerun_dir.parent == Path(kept.run_dir).parent and rerun_dir.name.startswith(kept.run_id + "-rerun-")
+    # the nodes were asked the same: nothing differs in setup but names, places and processes
+    assert setup_differences(load_run(Path(kept.run_dir)).manifest, load_run(rerun_dir).manifest) == []
+
+
+def test_a_kept_failure_reproduces_with_its_refusal(tmp_path):
+    kept = lockstep(tmp_path / "runs", steps=30, layout="processes", faults=("time_offset=50@12",))
+    assert kept.refusal is not None and (kept.refusal["code"], kept.refusal["step"]) == ("time_drift", 12)
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 0 and out["repeated"] is True and out["layout"] == "processes"
+    assert (out["rerun"]["refusal"]["code"], out["rerun"]["refusal"]["step"]) == ("time_drift", 12)
+    assert out["rerun"]["chain_digest"] == kept.chain_digest
+
+
+def test_an_edited_parameter_file_does_not_repeat_and_says_where_and_why(tmp_path):
+    kept = lockstep(tmp_path / "runs", steps=20, layout="single")
+    params = Path(kept.run_dir) / "params.yaml"
+    params.write_text(params.read_text().replace("seed: 0", "seed: 1"))
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 1 and out["repeated"] is False
+    assert out["diff"]["step"] == 0 and out["diff"]["first"] == "state"
+    assert out["diff"]["setup"] == [{"field": "seed", "a": 0, "b": 1}]
+    text = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert text.returncode == 1
+    assert "did not repeat: first difference at step 0" in text.stdout
+    assert text.stdout.rstrip().endswith("set up differently: seed (0 vs 1)")

@@ -1,0 +1,77 @@
+"""simforge rerun's reading of a kept run (no ROS here; test/ros/test_rerun.py reruns real
+runs): the parameter file turns back into the RunSpec that asks the nodes the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from simforge_ros.record.rundir import RunDirError
+from simforge_ros.rerun import layout_of, read_params, spec_for
+from simforge_ros.runner import RunSpec, node_params, write_params_file
+
+SPECS = [
+    RunSpec("right_turn", Path("/runs/a"), "a"),
+    RunSpec("red_signal", Path("/runs/a"), "a", driver="torch", seed=9, steps=30, latency_us=200_000,
+            faults=("perturb_action=0.001@10", "drop_frame@4")),
+    RunSpec("unprotected_left", Path("/runs/a"), "a", driver="external", layout="single",
+            sets={"sim_bridge": {"cameras": ["front"], "width": 64, "height": 36},
+                  "clock_master": {"decision_s": 0.05, "participant_timeout_ms": 9000}}),
+    RunSpec("/scenarios/mine.yaml", Path("/runs/a"), "a", record=False,
+            sets={"driver": {"planning_period_s": 0.2}, "recorder": {"storage": "sqlite3"}}),
+]
+
+
+def _without_names(params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {node: {k: v for k, v in values.items() if k not in ("run_id", "out_dir")}
+            for node, values in params.items()}
+
+
+@pytest.mark.parametrize("original", SPECS, ids=[s.scenario + "-" + s.driver for s in SPECS])
+def test_the_parameter_file_asks_the_nodes_the_same_again(tmp_path: Path, original: RunSpec) -> None:
+    params = node_params(original)
+    write_params_file(tmp_path / "params.yaml", params)
+    kept = SimpleNamespace(manifest={})
+    again = spec_for(kept, read_params(tmp_path / "params.yaml"), tmp_path / "b", "b", "processes")
+    assert (again.run_id, again.out_dir) == ("b", tmp_path / "b")
+    assert _without_names(node_params(again)) == _without_names(params)
+    assert node_params(again)["recorder"]["out_dir"] == str(tmp_path / "b")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[1, 2]", "expected a mapping of node: ros__parameters"),
+        ("clock_master: {seed: 1}", "clock_master: expected ros__parameters"),
+        ("clock_master: {ros__parameters: {seed: 1}}", "expected the clock_master's parameters and the sim_bridge's"),
+        ("clock_master: [", "unreadable: "),
+    ],
+)
+def test_a_bad_parameter_file_is_named(tmp_path: Path, text: str, needle: str) -> None:
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(RunDirError, match=r"params\.yaml") as err:
+        read_params(tmp_path / "params.yaml")
+    assert needle in str(err.value)
+    with pytest.raises(RunDirError, match="missing"):
+        read_params(tmp_path / "other.yaml")
+
+
+def test_the_layout_is_the_one_the_kept_run_used() -> None:
+    def kept(*pids: int | None) -> Any:
+        return SimpleNamespace(manifest={"nodes": {f"n{i}": {"process": {"pid": p}} for i, p in enumerate(pids)}})
+
+    assert layout_of(kept(7, 7, 7, 7)) == "single"
+    assert layout_of(kept(7, 8, 9, 10)) == "processes"
+    assert layout_of(kept(None, None)) == "processes"  # not known: one process per node, the default
+
+
+def test_no_kept_run_exits_2_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from simforge_ros.rerun import main
+
+    assert main([str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err == f"simforge rerun: {tmp_path / 'nothing'}: no such run directory\n"
+    assert main([str(tmp_path), "--layout", "threads"]) == 2
+    assert "argument --layout: invalid choice: 'threads'" in capsys.readouterr().err
