@@ -164,63 +164,65 @@ def run_loop(
     from simforge_ros.runner import RunSpec, run
 
     root = Path(tempfile.mkdtemp(prefix="simforge-bench-"))
-    run_id = f"bench-{layout}-{len(cameras)}cam-{'rec' if record else 'norec'}-{steps}"
-    out_dir = root / run_id
-    sets: dict[str, dict[str, Any]] = {"sim_bridge": {"cameras": list(cameras)}}
-    if not record:
-        sets["clock_master"] = {"record": False}
-    spec = RunSpec(scenario=scenario, out_dir=out_dir, run_id=run_id, steps=steps, layout=layout,
-                   sets=sets, record=record)
-    sampler = None
-    if rss_checkpoint is not None:
-        sampler = RssSampler(str(out_dir), out_dir / "steps.jsonl", rss_checkpoint)
-        sampler.start()
-    t0 = time.perf_counter()
-    try:
-        result = run(spec)
-    finally:
-        if sampler is not None:
-            sampler.stop()
-    elapsed = time.perf_counter() - t0
-    wall = result.wall or {}
-    timed = wall.get("timed") or 0
-    mean_us = wall["mean_ns"] / 1000.0 if timed else None
-    out: dict[str, Any] = {
-        "layout": layout, "cameras": list(cameras), "record": record, "steps": steps,
-        "status": result.status, "refusal": result.refusal, "chain_digest": result.chain_digest,
-        "per_step_us": {
-            "median": wall["median_ns"] / 1000.0 if timed else None, "mean": mean_us,
-            "p99": wall["p99_ns"] / 1000.0 if timed else None, "timed_steps": timed,
-            "skipped_steps": wall.get("skipped"),
-        },
-        "steps_per_s": 1e6 / mean_us if mean_us else None,
-        "finish_ms": wall.get("finish_ns", 0) / 1e6,
-        "recorder_pauses": wall.get("recorder_pauses", 0),
-        "recorder_pause_ms": wall.get("recorder_pause_ns", 0) / 1e6,
-        "run_wall_s": elapsed,
-    }
-    if record and timed:
-        out["per_step_us"].update(round_trips(out_dir / "steps.jsonl", wall.get("skipped") or 0))
-    if record:
-        recorded = result.steps
-        out["steps_recorded"] = recorded
-        out["steps_incomplete"] = max(0, steps - recorded)
+    try:  # a bench stopped midway (deadline, Ctrl-C) leaves no run directory behind either
+        run_id = f"bench-{layout}-{len(cameras)}cam-{'rec' if record else 'norec'}-{steps}"
+        out_dir = root / run_id
+        sets: dict[str, dict[str, Any]] = {"sim_bridge": {"cameras": list(cameras)}}
+        if not record:
+            sets["clock_master"] = {"record": False}
+        spec = RunSpec(scenario=scenario, out_dir=out_dir, run_id=run_id, steps=steps, layout=layout,
+                       sets=sets, record=record)
+        sampler = None
+        if rss_checkpoint is not None:
+            sampler = RssSampler(str(out_dir), out_dir / "steps.jsonl", rss_checkpoint)
+            sampler.start()
+        t0 = time.perf_counter()
         try:
-            lost = lost_messages(bag_counts(out_dir), steps, cameras)
-        except (OSError, KeyError, yaml.YAMLError) as err:
-            lost = {"bag unreadable": steps, "error": str(err)}  # type: ignore[dict-item]
-        out["missing_messages"] = lost
-    if sampler is not None:
-        out["rss_kb"] = {
-            "checkpoint_step": sampler.checkpoint_step,
-            "at_checkpoint": sampler.at_checkpoint,
-            "at_end": sampler.last,
+            result = run(spec)
+        finally:
+            if sampler is not None:
+                sampler.stop()
+        elapsed = time.perf_counter() - t0
+        wall = result.wall or {}
+        timed = wall.get("timed") or 0
+        mean_us = wall["mean_ns"] / 1000.0 if timed else None
+        out: dict[str, Any] = {
+            "layout": layout, "cameras": list(cameras), "record": record, "steps": steps,
+            "status": result.status, "refusal": result.refusal, "chain_digest": result.chain_digest,
+            "per_step_us": {
+                "median": wall["median_ns"] / 1000.0 if timed else None, "mean": mean_us,
+                "p99": wall["p99_ns"] / 1000.0 if timed else None, "timed_steps": timed,
+                "skipped_steps": wall.get("skipped"),
+            },
+            "steps_per_s": 1e6 / mean_us if mean_us else None,
+            "finish_ms": wall.get("finish_ns", 0) / 1e6,
+            "recorder_pauses": wall.get("recorder_pauses", 0),
+            "recorder_pause_ms": wall.get("recorder_pause_ns", 0) / 1e6,
+            "run_wall_s": elapsed,
         }
-    if keep is not None:
-        keep.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(out_dir), str(keep / run_id))
-    shutil.rmtree(root, ignore_errors=True)
-    return out
+        if record and timed:
+            out["per_step_us"].update(round_trips(out_dir / "steps.jsonl", wall.get("skipped") or 0))
+        if record:
+            recorded = result.steps
+            out["steps_recorded"] = recorded
+            out["steps_incomplete"] = max(0, steps - recorded)
+            try:
+                lost = lost_messages(bag_counts(out_dir), steps, cameras)
+            except (OSError, KeyError, yaml.YAMLError) as err:
+                lost = {"bag unreadable": steps, "error": str(err)}  # type: ignore[dict-item]
+            out["missing_messages"] = lost
+        if sampler is not None:
+            out["rss_kb"] = {
+                "checkpoint_step": sampler.checkpoint_step,
+                "at_checkpoint": sampler.at_checkpoint,
+                "at_end": sampler.last,
+            }
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(out_dir), str(keep / run_id))
+        return out
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def rss_growth(rss: dict[str, Any]) -> dict[str, float]:
