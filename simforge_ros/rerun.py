@@ -25,6 +25,7 @@ import yaml
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import RunDir, RunDirError, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, RunResult, RunSpec
+from simforge_ros.tools import parse, say
 
 PARAMS_FILE = "params.yaml"
 # what runner.node_params derives from RunSpec fields (the rest of the file goes in as --set)
@@ -124,13 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when the rerun repeated the kept run, 1 when it did not, 2 on bad input."""
-    from simforge_ros.record.diff_runs import describe_setup, diff_runs, setup_differences, to_json
+    from simforge_ros.record.diff_runs import compare_runs, describe_setup, to_json
     from simforge_ros.runner import run as start_run
 
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
         kept = load_run(args.run)
         params = read_params(kept.path / PARAMS_FILE)
@@ -139,16 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
         result = start_run(spec)
     except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback
-        print(f"simforge rerun: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        say("rerun", err)
         return EXIT_USAGE
     same = repeated(kept, result)
     diff = setup = None
     if not same:
         try:
-            diff = diff_runs(kept.path, Path(result.run_dir), force=True)
-            setup = setup_differences(kept.manifest, load_run(Path(result.run_dir)).manifest)
+            diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
         except SimforgeError as err:  # a rerun that left no record (it refused before recording)
-            print(f"simforge rerun: no step-by-step diff: {err}", file=sys.stderr)
+            say("rerun", f"no step-by-step diff: {err}")
     if args.json:
         print(json.dumps({
             "repeated": same,

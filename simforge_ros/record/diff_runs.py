@@ -20,6 +20,7 @@ from typing import Any
 from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
+from simforge_ros.tools import parse, say
 
 WALL_KEYS = ("wall",)
 """Step record keys holding wall-clock readings: different on every run, never compared."""
@@ -58,10 +59,21 @@ def diff_runs(a: Path, b: Path, force: bool = False) -> DiffResult:
         RunDirError: a manifest.json or steps.jsonl is missing, corrupt or truncated.
         DiffRefused: different scenario or contract and not ``force``.
     """
-    run_a, run_b = load_run(Path(a)), load_run(Path(b))
+    return compare_runs(load_run(Path(a)), load_run(Path(b)), force)[0]
+
+
+def compare_runs(run_a: RunDir, run_b: RunDir,
+                 force: bool = False) -> tuple[DiffResult, list[tuple[str, object, object]]]:
+    """The first difference of two loaded runs' steps, and how they were set up differently
+    (setup_differences).
+
+    Raises:
+        DiffRefused: different scenario or contract and not ``force``.
+    """
     if not force:
         check_comparable(run_a, run_b)
-    return diff_steps(step_records(run_a, WALL_KEYS), step_records(run_b, WALL_KEYS))
+    steps = diff_steps(step_records(run_a, WALL_KEYS), step_records(run_b, WALL_KEYS))
+    return steps, setup_differences(run_a.manifest, run_b.manifest)
 
 
 def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, object, object]]:
@@ -141,15 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when identical, 1 when different, 2 on bad input, refusal or bad usage."""
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
-    try:
-        result = diff_runs(args.run_a, args.run_b, force=args.force)
-        setup = setup_differences(load_run(args.run_a).manifest, load_run(args.run_b).manifest)
+        result, setup = compare_runs(load_run(args.run_a), load_run(args.run_b), force=args.force)
     except SimforgeError as err:  # RunDirError, DiffRefused: one line, never a traceback
-        print(f"simforge diff: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        say("diff", err)
         return EXIT_USAGE
     if args.json:
         print(json.dumps(to_json(result, setup)))

@@ -29,6 +29,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.bag import BagError, read_bag
 from simforge_ros.record.rundir import load_run
+from simforge_ros.tools import parse, say
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
@@ -209,10 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 once everything is played, 1 when a reader never came or a publish failed,
     2 on unreadable input or bad usage."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
         run = load_run(args.run)
         chosen = choose_topics(bag_topics(run.bag_path), args.topic)
@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for type_name in chosen.values():
             message_class(type_name)
     except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
-        print(f"simforge play: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        say("play", err)
         return EXIT_USAGE
     return _play(run.bag_path, chosen, args)
 
@@ -243,7 +243,7 @@ def _play(bag: Path, chosen: dict[str, str], args: argparse.Namespace) -> int:
         print("simforge play: interrupted", file=sys.stderr)
         return EXIT_FAILURE
     except SimforgeError as err:  # BagError mid-bag, PlayError: what went out stays out
-        print(f"simforge play: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        say("play", err)
         return EXIT_USAGE if isinstance(err, BagError) else EXIT_FAILURE
     finally:
         player.node.destroy_node()

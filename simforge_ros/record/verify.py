@@ -26,6 +26,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, read_bag
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
+from simforge_ros.tools import parse, say
 
 PART_TOPICS = {
     topics.TIMING: ("timing", "simforge_ros/msg/StepTiming"),
@@ -222,14 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 on a full match, 1 on a mismatch, 2 on unreadable input or bad usage."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
     try:
         result = verify_run(args.run)
     except SimforgeError as err:  # RunDirError, BagError: one line, never a traceback
-        print(f"simforge verify: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+        say("verify", err)
         return EXIT_USAGE
     if args.json:
         print(json.dumps(result.to_json()))

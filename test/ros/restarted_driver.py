@@ -9,9 +9,6 @@ import os
 import sys
 from pathlib import Path
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "external_driver.py"
 SWITCH_STEP = 5
 
@@ -28,18 +25,7 @@ class RestartedDriver(example.CruiseDriver):
         return response
 
 
-def main() -> int:
-    rclpy.init()
-    driver = RestartedDriver()
-    try:
-        rclpy.spin(driver.node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        driver.node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
-
+example.CruiseDriver = RestartedDriver  # what the example's main() starts
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(example.main())
