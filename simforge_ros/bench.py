@@ -197,7 +197,7 @@ class Watchdog:
 
 def measure_all(plan: Plan) -> dict[str, Any]:
     """Every measurement of the plan, and the derived figures (the JSON document)."""
-    from simforge_ros.benchmarks import compute, loop, transport
+    from simforge_ros.benchmarks import compute, loop, recorder, transport
 
     started = time.perf_counter()
     doc: dict[str, Any] = {"quick": plan.quick, "machine": machine(), "plan": plan.__dict__, "notes": {
@@ -223,6 +223,10 @@ def measure_all(plan: Plan) -> dict[str, Any]:
                       f"steps against after {plan.rss_early} steps, one run, /proc/<pid>/status sampled every 0.1 s",
         "lost_messages": "over every recorded run: steps incomplete + messages missing from the bag (per-step "
                          "topics, images and camera infos)",
+        "recorder_single": "added_us: single layout, no cameras, median per-step recorder on - recorder off; "
+                           "own_us: the recorder node's handler fed the same messages serialised (no transport, "
+                           "no executor; benchmarks/recorder.py), µs per step; the rest is the messages' way "
+                           "through DDS and the executor",
     }}
 
     _log("transport floor")
@@ -237,6 +241,8 @@ def measure_all(plan: Plan) -> dict[str, Any]:
         "four_cameras": compute.hashing_speed(compute.realistic_records(plan.hash_records, cams)),
         "no_cameras": compute.hashing_speed(compute.realistic_records(plan.hash_records * 5, ())),
     }
+    _log("the recorder's own work, without the transport")
+    doc["recorder_alone"] = recorder.recorder_alone(plan.loop_steps)
 
     # This machine's speed drifts (2x between minutes was seen): each ratio's sides are
     # measured back to back, the reference right before and right after the runs it is
@@ -399,7 +405,15 @@ def derive(doc: dict[str, Any]) -> dict[str, Any]:
         "camera_overhead": overhead(cam_proc, "processes"),
         "camera_overhead_single": overhead(cam_single, "single"),
         "lost_messages": lost,
+        "recorder_single": {
+            "added_us": _difference(_median(_run(doc, "single", 0, True)), _median(_run(doc, "single", 0, False))),
+            "own_us": (doc.get("recorder_alone") or {}).get("us_per_step"),
+        },
     }
+
+
+def _difference(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
 
 
 def _get(doc: dict[str, Any], dotted: str) -> Any:
@@ -462,6 +476,10 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  hashing, {key.replace('_', ' ')}: recorder {_fmt(h.get('recorder_mb_per_s'))} MB/s vs hashlib "
                      f"{_fmt(h.get('hashlib_mb_per_s'))} MB/s = {_fmt(h.get('efficiency'), 3)} "
                      f"({_fmt(h.get('bytes_per_record'), 0)} B/record)")
+    split = doc.get("recorder_single") or {}
+    lines.append(f"  recorder's own work, no cameras (its handler fed a run's serialised messages): "
+                 f"{_fmt(split.get('own_us'), 0)} µs/step, of the {_fmt(split.get('added_us'), 0)} µs/step it adds "
+                 "in single (the rest: DDS and the executor)")
     mem = doc.get("memory") or {}
     rss = mem.get("rss_kb") or {}
     lines += ["", f"memory (processes layout, no cameras): VmHWM kB after {mem.get('steps_early')} -> "

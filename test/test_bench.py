@@ -64,6 +64,7 @@ def _synthetic() -> dict:
                      "four_cameras_processes": [{"per_step_us": {"median": 12500.0}},
                                                 {"per_step_us": {"median": 13500.0}}]},
         "hashing": {"four_cameras": {"efficiency": 0.9}},
+        "recorder_alone": {"us_per_step": 42.0},
         "memory": {"steps_early": 10, "steps_late": 100, "hwm_growth_by_node": {"recorder": 1.02, "driver": 1.0},
                    "rss_kb": {"at_checkpoint": {"recorder": {"VmHWM": 100}}, "at_end": {"recorder": {"VmHWM": 102}}},
                    "run": {"record": True, "steps_incomplete": 0, "missing_messages": {}}},
@@ -85,6 +86,7 @@ def test_derived_figures_follow_their_definitions():
     assert doc["hash_efficiency"] == 0.9
     assert doc["rss_growth"] == 1.02
     assert doc["lost_messages"] == 3  # one incomplete step + two missing /clock messages
+    assert doc["recorder_single"] == {"added_us": 100.0, "own_us": 42.0}  # single 500 vs 400 µs without
 
 
 def test_table_and_json_of_a_document():
@@ -176,6 +178,16 @@ def test_small_real_measurements_have_their_keys(monkeypatch):
     hashing = compute.hashing_speed(compute.realistic_records(3, ("front",)), repeat=1)
     assert hashing["records"] == 3 and hashing["frames_per_record"] == 1
     assert 0 < hashing["efficiency"] <= 1.5
+
+
+def test_the_recorder_alone_chains_every_step_it_is_fed():
+    from simforge_ros.benchmarks.recorder import recorder_alone, step_messages
+
+    steps = step_messages(3)
+    assert [[topic for topic, _raw in step] for step in steps] == [
+        ["/clock", "/simforge/timing", "/simforge/action", "/simforge/applied_action", "/simforge/state"]] * 3
+    alone = recorder_alone(40)
+    assert alone["steps_chained"] == 40 and alone["messages_per_step"] == 5 and alone["us_per_step"] > 0
 
 
 @pytest.mark.ros
