@@ -79,18 +79,22 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
         node: {name: value for name, value in values.items() if name not in _FROM_SPEC.get(node, set())}
         for node, values in params.items()
     }
+    faults = bridge.get("faults") or []
+    if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
+        raise RunDirError(run.path / PARAMS_FILE, f"sim_bridge.faults: expected a list of fault specs, got {faults!r}")
+    # values go in as the file has them: runner.node_params validates them, naming the field
     return RunSpec(
-        scenario=str(bridge["scenario"]),
+        scenario=bridge["scenario"],
         out_dir=out_dir,
         run_id=run_id,
-        driver=str(params["driver"]["policy"]) if "driver" in params else EXTERNAL,
-        seed=int(clock.get("seed", 0)),
-        steps=int(clock.get("steps", 0)),
-        latency_us=int(clock.get("latency_us", 0)),
+        driver=params["driver"].get("policy", "route") if "driver" in params else EXTERNAL,
+        seed=clock.get("seed", 0),
+        steps=clock.get("steps", 0),
+        latency_us=clock.get("latency_us", 0),
         layout=layout,
         sets={node: values for node, values in sets.items() if values},
-        faults=tuple(bridge.get("faults") or ()),
-        record=bool(clock.get("record", True)),
+        faults=tuple(faults),
+        record=clock.get("record", True),
     )
 
 

@@ -34,7 +34,7 @@ def _without_names(params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any
 def test_the_parameter_file_asks_the_nodes_the_same_again(tmp_path: Path, original: RunSpec) -> None:
     params = node_params(original)
     write_params_file(tmp_path / "params.yaml", params)
-    kept = SimpleNamespace(manifest={})
+    kept = SimpleNamespace(manifest={}, path=tmp_path)
     again = spec_for(kept, read_params(tmp_path / "params.yaml"), tmp_path / "b", "b", "processes")
     assert (again.run_id, again.out_dir) == ("b", tmp_path / "b")
     assert _without_names(node_params(again)) == _without_names(params)
@@ -75,3 +75,11 @@ def test_no_kept_run_exits_2_in_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert capsys.readouterr().err == f"simforge rerun: {tmp_path / 'nothing'}: no such run directory\n"
     assert main([str(tmp_path), "--layout", "threads"]) == 2
     assert "argument --layout: invalid choice: 'threads'" in capsys.readouterr().err
+
+
+def test_faults_that_are_not_a_list_of_specs_are_named(tmp_path: Path) -> None:
+    params = node_params(SPECS[0])
+    params["sim_bridge"]["faults"] = 3
+    kept = SimpleNamespace(manifest={}, path=tmp_path)
+    with pytest.raises(RunDirError, match=r"sim_bridge\.faults: expected a list of fault specs, got 3"):
+        spec_for(kept, params, tmp_path / "b", "b", "single")
