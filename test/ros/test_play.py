@@ -3,6 +3,7 @@ log-time order and paced by simulation time, to nodes of one's own."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -85,3 +86,52 @@ def test_a_reader_that_never_comes_is_named(tmp_path, ros_lease):
                          env=dict(ros_lease.env), capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert out.stderr == f"simforge play: no reader on {topics.STATE} within 0.5 s\n"
+
+
+def test_a_recorder_listening_to_a_played_run_chains_it_to_the_same_digests(tmp_path, ros_lease):
+    """Replay fidelity end to end: a fresh recorder node records what `simforge play` sends
+    (every topic but the run's status) and, asked to confirm the run, gives the kept run's
+    step chain and frames chain."""
+    from simforge_ros.srv import Finish
+
+    from simforge_ros.nodes.recorder import Recorder
+    from simforge_ros.runner import write_params_file
+
+    kept = lockstep(tmp_path / "runs", steps=15, layout="single")
+    manifest = json.loads((Path(kept.run_dir) / "manifest.json").read_text())
+    played = sorted({m.topic for m in read_bag(Path(kept.run_dir) / "bag")} - {topics.STATUS})
+    params = tmp_path / "params.yaml"
+    write_params_file(params, {"recorder": {"out_dir": str(tmp_path / "again")}})
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(params)], context=context, domain_id=ros_lease.domain_id)
+    try:
+        recorder = Recorder(context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(recorder.node)
+        client = recorder.node.create_client(Finish, topics.FINISH_SERVICE)
+        waits = [arg for t in played for arg in ("--wait-for-reader", t)]
+        exe = Path(sys.executable).with_name("simforge")
+        player = subprocess.Popen([str(exe), "play", kept.run_dir, "--rate", "0", *waits,
+                                   *[arg for t in played for arg in ("--topic", t)]],
+                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while player.poll() is None or not client.service_is_ready():
+            assert time.monotonic() < deadline, "the recorder never offered Finish"
+            executor.spin_once(timeout_sec=0.05)
+        _out, err = player.communicate()
+        assert player.returncode == 0, err
+        request = Finish.Request()
+        request.expected_steps = 15
+        request.status.state, request.status.run_id = "counted", "replayed"
+        future = client.call_async(request)
+        while not future.done():
+            assert time.monotonic() < deadline, "Finish was not answered"
+            executor.spin_once(timeout_sec=0.05)
+        answer = future.result()
+        recorder.node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    assert answer.counted, answer.detail
+    assert answer.steps_recorded == 15
+    assert answer.chain_digest == manifest["chain_digest"] == kept.chain_digest
+    assert answer.frames_digest == manifest["frames_digest"]
