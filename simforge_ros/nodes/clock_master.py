@@ -517,7 +517,13 @@ class ClockMaster:
         for peer in (self._bridge, self._driver):
             msg = Participant()
             msg.role = peer.who
-            msg.node = ", ".join(self._serving_nodes(peer.client.srv_name))
+            serving = self._serving_nodes(peer.client.srv_name)
+            if len(serving) > 1:  # whichever answers first is taken: a run hangs on a race
+                first = peer.answered[0] if peer.answered is not None else None
+                self.node.get_logger().warning(
+                    f"{len(serving)} nodes serve {peer.client.srv_name}: {', '.join(serving)} (the run's first "
+                    f"answer came from pid {first}); whichever answers first is taken")
+            msg.node = ", ".join(serving)
             if peer.answered is not None:
                 msg.pid, msg.host = peer.answered
             participants.append(msg)

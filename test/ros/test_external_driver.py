@@ -84,6 +84,19 @@ def test_an_answer_from_another_process_mid_run_is_refused_by_name(tmp_path, mon
     assert manifest["participants"]["driver"]["pid"] == driver.pid  # the run's first answerer
 
 
+def test_two_drivers_serving_decide_are_both_named_in_the_manifest(tmp_path, monkeypatch):
+    """Either answers a request first: the run is refused when their answers alternate
+    (participant_lost), and either way the manifest names both serving nodes."""
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "one.log"), external_driver(lease.env, tmp_path / "two.log"):
+            result = lockstep(tmp_path, steps=20, layout="single", driver="external")
+    manifest = manifest_of(result)
+    assert manifest["participants"]["driver"]["node"] == "/external_driver, /external_driver"
+    if result.refusal is not None:
+        assert result.refusal["code"] == "participant_lost" and "or two nodes serve" in result.refusal["detail"]
+
+
 def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):
     result = lockstep(tmp_path, steps=5, layout="single", driver="external",
                       sets={"clock_master": {"startup_timeout_ms": 2000}})
