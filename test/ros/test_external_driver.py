@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +39,22 @@ def external_driver(env: Mapping[str, str], log: Path, script: Path = EXAMPLE) -
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _wait_for_nodes(domain_id: int, name: str, count: int, limit_s: float = 30.0) -> None:
+    import rclpy
+    from rclpy.node import Node
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    try:
+        probe = Node("graph_probe", context=context)
+        deadline = time.monotonic() + limit_s
+        while sum(1 for n, _ns in probe.get_node_names_and_namespaces() if n == name) < count:
+            assert time.monotonic() < deadline, f"{count} {name} nodes did not appear"
+            time.sleep(0.05)
+    finally:
+        rclpy.shutdown(context=context)
 
 
 def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, monkeypatch):
@@ -90,7 +107,8 @@ def test_two_drivers_serving_decide_are_both_named_in_the_manifest(tmp_path, mon
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "one.log"), external_driver(lease.env, tmp_path / "two.log"):
-            result = lockstep(tmp_path, steps=20, layout="single", driver="external")
+            _wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
+            result = lockstep(tmp_path, steps=60, layout="single", driver="external")
     manifest = manifest_of(result)
     assert manifest["participants"]["driver"]["node"] == "/external_driver, /external_driver"
     if result.refusal is not None:
