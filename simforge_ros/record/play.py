@@ -20,7 +20,7 @@ import argparse
 import importlib
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,24 +168,19 @@ class Player:
             publisher.wait_for_all_acked(Duration(nanoseconds=left_ns))
 
 
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0 (0: as fast as readers take them), got {text!r}")
-    return value
+def _non_negative(expected: str) -> Callable[[str], float]:
+    """An argparse type: a finite number >= 0, else ``expected`` in the error."""
 
+    def convert(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
-    return value
+    return convert
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -195,14 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "(as `ros2 bag play` would), in the ROS domain of the environment.",
     )
     parser.add_argument("run", type=Path, help="the run directory")
-    parser.add_argument("--rate", type=_rate, default=1.0,
+    parser.add_argument("--rate", type=_non_negative("a number >= 0 (0: as fast as readers take them)"), default=1.0,
                         help="simulation seconds per wall second (default 1; 0: as fast as readers take them)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                         help="play only this topic (repeatable; default: every one but the run's status "
                              "and node parameters)")
     parser.add_argument("--wait-for-reader", action="append", default=[], metavar="TOPIC",
                         help="start once this topic has a reader (repeatable)")
-    parser.add_argument("--wait-s", type=_seconds, default=30.0,
+    parser.add_argument("--wait-s", type=_non_negative("seconds >= 0"), default=30.0,
                         help="how long to wait for those readers, in seconds (default 30)")
     return parser
 
