@@ -97,6 +97,11 @@ RECORDER_WATCH_S = 0.1
 # answers in well under this; one that takes longer is answered once and the repeat
 # gets the same answer.
 RESEND_S = 1.0
+# Wall clock: how long the end of a run waits for the ROS graph to name the node serving a
+# participant that answered. A service is seen (its endpoints matched) before the graph
+# hears which node it belongs to, a separate announcement: a run refused within a few
+# steps of its start found none named.
+GRAPH_WAIT_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -517,7 +522,7 @@ class ClockMaster:
         for peer in (self._bridge, self._driver):
             msg = Participant()
             msg.role = peer.who
-            serving = self._serving_nodes(peer.client.srv_name)
+            serving = self._serving_nodes(peer.client.srv_name, wait=peer.answered is not None)
             if len(serving) > 1:  # whichever answers first is taken: a run hangs on a race
                 first = peer.answered[0] if peer.answered is not None else None
                 self.node.get_logger().warning(
@@ -529,18 +534,24 @@ class ClockMaster:
             participants.append(msg)
         return participants
 
-    def _serving_nodes(self, service: str) -> list[str]:
-        """Full names of the nodes the ROS graph says offer ``service`` (once, at the end
-        of the run: by then what each node offers has long been announced)."""
-        names = []
-        for name, namespace in self.node.get_node_names_and_namespaces():
-            try:
-                offered = self.node.get_service_names_and_types_by_node(name, namespace)
-            except NodeNameNonExistentError:  # gone meanwhile
-                continue
-            if any(srv == service for srv, _types in offered):
-                names.append(namespace.rstrip("/") + "/" + name)
-        return sorted(names)
+    def _serving_nodes(self, service: str, wait: bool) -> list[str]:
+        """Full names of the nodes the ROS graph says offer ``service``; with ``wait`` (it
+        answered, so some node does), up to GRAPH_WAIT_S for the graph to name one. A
+        second server announced later than that goes unnamed: the answers' pids are the
+        check that holds (_Peer.note_answer)."""
+        wall_deadline = time.monotonic() + GRAPH_WAIT_S
+        while True:
+            names = []
+            for name, namespace in self.node.get_node_names_and_namespaces():
+                try:
+                    offered = self.node.get_service_names_and_types_by_node(name, namespace)
+                except NodeNameNonExistentError:  # gone meanwhile
+                    continue
+                if any(srv == service for srv, _types in offered):
+                    names.append(namespace.rstrip("/") + "/" + name)
+            if names or not wait or time.monotonic() >= wall_deadline:
+                return sorted(names)
+            time.sleep(0.01)  # the graph is updated by rmw's own threads
 
     def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:
         """Run the whole loop on ``executor`` (which may also hold the other nodes)."""

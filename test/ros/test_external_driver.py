@@ -101,16 +101,17 @@ def test_an_answer_from_another_process_mid_run_is_refused_by_name(tmp_path, mon
     assert manifest["participants"]["driver"]["pid"] == driver.pid  # the run's first answerer
 
 
-def test_two_drivers_serving_decide_are_both_named_in_the_manifest(tmp_path, monkeypatch):
+def test_two_drivers_serving_decide_are_named_as_the_graph_knows_them(tmp_path, monkeypatch):
     """Either answers a request first: the run is refused when their answers alternate
-    (participant_lost), and either way the manifest names both serving nodes."""
+    (participant_lost). The manifest names the serving nodes the run's graph knows at its
+    end: one or both (a run refused at once may end before the second is announced)."""
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "one.log"), external_driver(lease.env, tmp_path / "two.log"):
             _wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
             result = lockstep(tmp_path, steps=60, layout="single", driver="external")
     manifest = manifest_of(result)
-    assert manifest["participants"]["driver"]["node"] == "/external_driver, /external_driver"
+    assert manifest["participants"]["driver"]["node"] in ("/external_driver", "/external_driver, /external_driver")
     if result.refusal is not None:
         assert result.refusal["code"] == "participant_lost" and "or two nodes serve" in result.refusal["detail"]
 
