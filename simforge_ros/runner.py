@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from simforge_ros import topics
-from simforge_ros.core.errors import REFUSALS, ConfigError, Problem
+from simforge_ros.core.errors import EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, lease_domain
 from simforge_ros.params import spec as spec_of
@@ -264,6 +264,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     logs.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     handles = []
+    not_started: str | None = None  # a node that exited with a configuration error
     order = [n for n in NODES if (spec.record or n != "recorder") and (spec.driver != EXTERNAL or n != "driver")]
     env = dict(lease.env)
     profile = fastdds_profile()
@@ -287,8 +288,14 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         shown = 0
         try:
             while clock.poll() is None:
-                for proc in procs.values():
-                    proc.poll()  # reap a dead participant at once, so it is seen as gone
+                for name, proc in procs.items():
+                    # reap a dead participant at once, so it is seen as gone; one that
+                    # could not start (its configuration) ends the run now, not after
+                    # the clock master's wait for its service
+                    if proc.poll() == EXIT_USAGE and not_started is None:
+                        not_started = name
+                if not_started is not None:
+                    break
                 if on_step is not None and follower.poll() > shown:
                     shown = follower.count
                     on_step(shown - 1, spec.steps)  # total 0: the scenario decides
@@ -296,7 +303,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         finally:
             follower.close()
             signal.signal(signal.SIGINT, previous)
-        wall_deadline = time.monotonic() + _GRACE_S
+        wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
         while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
             time.sleep(0.05)
     finally:
@@ -307,7 +314,34 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     for line in (logs / "clock_master.log").read_text(errors="replace").splitlines():
         if line.startswith(OUTCOME_PREFIX):
             outcome = json.loads(line[len(OUTCOME_PREFIX):])
+    if outcome is None and procs["clock_master"].returncode == EXIT_USAGE:
+        not_started = "clock_master"
+    if not_started is not None:
+        return _not_started(spec, not_started, logs / f"{not_started}.log")
     return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+def _not_started(spec: RunSpec, node: str, log: Path) -> RunResult:
+    """A node that exited at start-up with EXIT_USAGE: its configuration problems, raised
+    as the ConfigError the same node raises in the single layout; anything else it said
+    (a refusal while building it), a refused run naming the node.
+
+    Raises:
+        ConfigError: the node printed its configuration problems.
+    """
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    problems = []
+    for line in lines:  # the node printed f"{node}: {error}", one problem a line
+        problem = Problem.parse(line.removeprefix(f"{node}: "))
+        if problem is not None and problem.source == node:
+            problems.append(problem)
+    if problems:
+        raise ConfigError(problems)
+    said = next((line for line in reversed(lines) if line.strip()), "nothing")
+    detail = f"{node} did not start (exit {EXIT_USAGE}): {said}"
+    return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "",
+                          "refusal": {"code": "participant_error", "step": -1, "detail": detail}},
+                   ParticipantError.exit_code)
 
 
 def fastdds_profile() -> Path | None:

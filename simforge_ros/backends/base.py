@@ -58,6 +58,9 @@ class RenderedFrame:
 class SimBackend(Protocol):
     """A simulator that the bridge drives in whole engine ticks."""
 
+    camera_names: tuple[str, ...]
+    """The cameras ``render`` knows: the bridge refuses any other at start-up."""
+
     def load(self, seed: int) -> BackendInfo:
         """(Re)load the scenario at t(0) with this seed."""
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
 from simforge_ros.core.values import ContactEvent, VehicleState
-from simforge_ros.engine import ENGINE_VERSION, Engine, StaleRenderError, load_scenario
+from simforge_ros.engine import CAMERA_NAMES, ENGINE_VERSION, Engine, StaleRenderError, load_scenario
 
 
 class EmbeddedBackend:
     """Wraps one Engine; ``load`` starts a fresh one so a run never inherits state."""
+
+    camera_names: tuple[str, ...] = CAMERA_NAMES
 
     def __init__(self, scenario: str, tick_us: int, width: int = 320, height: int = 180) -> None:
         """Raises: ScenarioError: the scenario cannot be found or is invalid."""

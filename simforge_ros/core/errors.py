@@ -8,6 +8,7 @@ problem in one edit instead of one per launch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -35,6 +36,36 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.source}: {self.field}: expected {self.expected}, got {self.got!r}"
+
+    @classmethod
+    def parse(cls, line: str) -> Problem | None:
+        """A problem back from its one-line form (what another process printed), or None.
+
+        ``got`` comes back as its printed form, so ``str`` gives the same line again.
+        """
+        match = _PROBLEM_LINE.match(line.rstrip("\n"))
+        if match is None:
+            return None
+        return cls(match["source"], match["field"], match["expected"], Printed(match["got"]))
+
+
+class Printed:
+    """A value known only by how it was printed (its repr), e.g. by another process."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Printed) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
+_PROBLEM_LINE = re.compile(r"^(?P<source>[^:\s]+): (?P<field>.+?): expected (?P<expected>.*), got (?P<got>.*)$")
 
 
 class ConfigError(SimforgeError):

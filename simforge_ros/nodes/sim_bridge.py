@@ -71,6 +71,10 @@ class SimBridge:
         except ValueError as err:  # ScenarioError is a ValueError naming file and field
             raise ConfigError.single(NAME, "scenario", "a valid scenario name or file", str(err)) from None
         self._cameras = tuple(values["cameras"])
+        known = tuple(backend.camera_names)
+        if any(c not in known for c in self._cameras) or len(set(self._cameras)) != len(self._cameras):
+            raise ConfigError.single(NAME, "cameras", f"a list of distinct cameras from {', '.join(known)}",
+                                     list(self._cameras))
         self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults))
         self._faults = faults
         jitter = faults.first("jitter")

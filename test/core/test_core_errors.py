@@ -67,3 +67,25 @@ def test_config_error_reports_every_problem() -> None:
     assert again.problems == err.problems
     with pytest.raises(ValueError):
         E.ConfigError([])
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        E.Problem("sim_bridge", "backend", "one of ['embedded']", "carla9"),
+        E.Problem("driver", "driver.weights_path", "an existing weights file", "/tmp/a, got b.pt"),
+        E.Problem("clock_master", "steps", "an integer >= 0", -3),
+        E.Problem("sim_bridge", "cameras", "a list of distinct cameras from a, b", ["a", "a"]),
+    ],
+)
+def test_a_problem_printed_by_another_process_parses_back_to_the_same_line(problem) -> None:
+    again = E.Problem.parse(str(problem))
+    assert again is not None
+    assert (again.source, again.field) == (problem.source, problem.field)
+    assert str(again) == str(problem)
+
+
+@pytest.mark.parametrize("line", ["", "[ERROR] [12.5] [clock_master]: refused: time_drift",
+                                  "sim_bridge: no problem here", "driver: unexpected error: KeyError: 'x'"])
+def test_other_lines_are_not_problems(line) -> None:
+    assert E.Problem.parse(line) is None

@@ -4,12 +4,14 @@ every named refusal firing at the right step (and not otherwise)."""
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 from runs import lockstep, manifest_of, processes_mentioning, simforge, steps_of
 
 from simforge_ros import topics
+from simforge_ros.core.errors import ConfigError
 from simforge_ros.record.bag import read_bag
 from simforge_ros.shm_cleanup import zombie_files
 
@@ -212,10 +214,49 @@ def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
 
 @pytest.mark.parametrize("layout", ["single", "processes"])
 def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(tmp_path, layout):
-    result = lockstep(tmp_path, steps=5, layout=layout, sets={"sim_bridge": {"cameras": ["sky"]}})
+    """A user's TorchScript planner that loads but answers the wrong shape: the driver
+    fails at its first plan and says so in its answer."""
+    torch = pytest.importorskip("torch")
+
+    class WrongShape(torch.nn.Module):
+        def forward(self, images: torch.Tensor, speed: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(noise.shape[0], 3)
+
+    weights = tmp_path / "wrong_shape.pt"
+    with warnings.catch_warnings():  # torch.jit is deprecated in torch 2.13; it still loads
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(WrongShape()), str(weights))
+    result = lockstep(tmp_path, steps=5, layout=layout, driver="torch",
+                      sets={"driver": {"weights": str(weights)}})
     assert _refusal(result) == ("participant_error", 0)
-    assert "unknown camera 'sky'" in result.refusal["detail"]
+    assert "IndexError" in result.refusal["detail"]
     assert result.exit_code == 18
+
+
+_NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
+
+
+@pytest.mark.parametrize(
+    ("layout", "sets", "needle"),
+    [
+        ("processes", {"sim_bridge": {"backend": "carla9"}}, _NO_BACKEND),
+        ("single", {"sim_bridge": {"backend": "carla9"}}, _NO_BACKEND),
+        ("processes", {"sim_bridge": {"cameras": ["front", "sky"]}},
+         "sim_bridge: cameras: expected a list of distinct cameras from chase, front, left, rear, right, "
+         "got ['front', 'sky']"),
+        ("single", {"sim_bridge": {"cameras": ["front", "front"]}}, "got ['front', 'front']"),
+        ("processes", {"clock_master": {"steps": -3}}, "clock_master: steps: expected an integer >= 0, got -3"),
+    ],
+)
+def test_a_node_that_cannot_start_is_a_config_error_naming_its_field_at_once(tmp_path, layout, sets, needle):
+    """In either layout the node's own configuration problem comes back as the same
+    ConfigError, as soon as the node has exited: not a participant_timeout 30 s later."""
+    started = time.monotonic()
+    with pytest.raises(ConfigError) as err:
+        lockstep(tmp_path, steps=3, layout=layout, sets=sets)
+    assert needle in str(err.value)
+    assert time.monotonic() - started < 20
+    assert not processes_mentioning(str(tmp_path))
 
 
 def test_a_stalled_recorder_pauses_the_loop_and_is_refused_not_outrun(tmp_path):
