@@ -15,7 +15,7 @@ import os
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
-from launch.conditions import UnlessCondition
+from launch.conditions import IfCondition, UnlessCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration, PythonExpression
@@ -40,8 +40,15 @@ def generate_launch_description() -> LaunchDescription:
     params_file = cfg["params_file"]
     recorder = Node(package="simforge_ros", executable="recorder", name="recorder", output="screen",
                     parameters=[params_file, {"out_dir": cfg["out_dir"], "run_id": cfg["run_id"]}])
+    # the torch planner looks at the four surround cameras: with driver:=torch the bridge
+    # renders those, whatever the parameter file's rig (as `simforge run --driver torch`)
+    is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                  parameters=[params_file, {"scenario": cfg["scenario"]}])
+                  parameters=[params_file, {"scenario": cfg["scenario"]}], condition=UnlessCondition(is_torch))
+    bridge_for_torch = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
+                            parameters=[params_file, {"scenario": cfg["scenario"],
+                                                      "cameras": ["front", "left", "rear", "right"]}],
+                            condition=IfCondition(is_torch))
     driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
                   parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}],
                   condition=UnlessCondition(PythonExpression(["'", cfg["driver"], "' == 'external'"])))
@@ -49,4 +56,4 @@ def generate_launch_description() -> LaunchDescription:
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
-    return LaunchDescription([*declared, recorder, bridge, driver, clock, end_with_clock])
+    return LaunchDescription([*declared, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

@@ -10,7 +10,7 @@ import yaml
 
 from simforge_ros.core.errors import ConfigError
 from simforge_ros.params import NODE_PARAMS, validate
-from simforge_ros.runner import EXTERNAL
+from simforge_ros.runner import EXTERNAL, SURROUND
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,11 +54,19 @@ def test_launch_file_leaves_the_driver_out_for_an_external_one():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
     calls = [node for node in ast.walk(ast.parse(source))
              if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"]
-    conditions = {
-        next(kw.value.value for kw in call.keywords if kw.arg == "executable"):
-            next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
-        for call in calls
-    }
+    conditions: dict[str, list[str | None]] = {}
+    for call in calls:
+        executable = next(kw.value.value for kw in call.keywords if kw.arg == "executable")
+        condition = next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
+        conditions.setdefault(executable, []).append(condition)
     expected = f"""UnlessCondition(PythonExpression(["'", cfg['driver'], "' == '{EXTERNAL}'"]))"""
-    assert conditions.pop("driver") == expected
-    assert set(conditions.values()) == {None}  # every other node always starts
+    assert conditions.pop("driver") == [expected]
+    # one bridge or the other: the torch planner's rig, or the parameter file's
+    assert sorted(conditions.pop("sim_bridge")) == ["IfCondition(is_torch)", "UnlessCondition(is_torch)"]
+    assert """is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])""" in source
+    assert set(map(tuple, conditions.values())) == {(None,)}  # every other node always starts
+
+
+def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
+    source = (ROOT / "launch" / "simforge.launch.py").read_text()
+    assert f'"cameras": {list(SURROUND)!r}'.replace("'", '"') in source
