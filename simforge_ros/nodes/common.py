@@ -60,6 +60,7 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     """
     values: dict[str, Any] = {}
     problems: list[Problem] = []
+    defaulted: set[str] = set()  # not given: the declared default stands
     for item in NODE_PARAMS[node_name]:
         try:
             node.declare_parameter(item.name, _TYPES[item.kind])
@@ -70,12 +71,18 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
             value = node.get_parameter(item.name).value
         except ParameterUninitializedException:
             value = [] if item.kind == "str_list" and _given_empty(node, item.name) else item.default
+            defaulted.add(item.name)
         values[item.name] = list(value) if item.kind == "str_list" and value is not None else value
         if value is not None:
             try:
                 coerce(node_name, item.name, values[item.name], source=node_name)
             except ConfigError as err:  # a zero size, count or time limit
                 problems.extend(err.problems)
+    for name in list(values):
+        # a period given in seconds replaces its default in microseconds (both given: an error)
+        twin = name[:-2] + "_us"
+        if name.endswith("_s") and name not in defaulted and twin in defaulted and values[name] is not None:
+            values[twin] = None
     if problems:
         raise ConfigError(problems)
     return values
