@@ -1,7 +1,7 @@
 """`simforge`: run, compare and check lockstep runs.
 
-    simforge run SCENARIO [--repeat N] [--driver NAME] [--seed S] [--latency-ms MS]
-                 [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
+    simforge run [SCENARIO] [--params-file FILE] [--repeat N] [--driver NAME] [--seed S]
+                 [--latency-ms MS] [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
                  [--inject SPEC ...] [--out DIR] [--json]
     simforge scenarios
     simforge verify RUN [--json]
@@ -32,7 +32,7 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS
-from simforge_ros.runner import DRIVERS
+from simforge_ros.runner import DRIVERS, EXTERNAL
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
@@ -95,29 +95,100 @@ def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], 
     return progress
 
 
+# parameters the run takes from its own options (the rest of a --params-file goes in as
+# --set, before the command line's): node -> {param: the run option it sets}
+_RUN_OPTIONS = {
+    "clock_master": {"seed": "seed", "steps": "steps", "latency_us": "latency_us", "record": "record"},
+    "sim_bridge": {"scenario": "scenario"},
+    "driver": {"policy": "driver", "scenario": "scenario"},
+}
+_PER_RUN = {("clock_master", "run_id"), ("recorder", "run_id"), ("recorder", "out_dir")}  # each run its own
+
+
+def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+    """(run options, other parameters, fault specs) from a ROS 2 parameter file.
+
+    Raises:
+        ConfigError: a bad file, or a scenario that differs between sim_bridge and driver.
+    """
+    from simforge_ros.params import read_params_file
+
+    params = read_params_file(Path(path))
+    options: dict[str, Any] = {}
+    sets: dict[str, dict[str, Any]] = {}
+    faults: list[str] = []
+    ignored = []
+    for node, values in params.items():
+        for name, value in values.items():
+            if (node, name) in _PER_RUN:
+                ignored.append(f"{node}.{name}")
+            elif name == "faults":
+                faults += [f for f in value if f not in faults]
+            elif name in _RUN_OPTIONS.get(node, {}):
+                option = _RUN_OPTIONS[node][name]
+                if option in options and options[option] != value:
+                    raise ConfigError.single(path, f"{node}.{name}", f"the same {option} as the other nodes",
+                                             value)
+                options[option] = value
+            else:
+                sets.setdefault(node, {})[name] = value
+    if ignored:
+        print(f"simforge: {path}: {', '.join(ignored)} ignored: each run has its own", file=sys.stderr)
+    return options, sets, faults
+
+
+def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``over`` on top of ``base``; a period ``over`` gives in one unit replaces ``base``'s
+    in the other (both units in ``over`` itself stay, for the node to refuse)."""
+    out = {node: dict(values) for node, values in base.items()}
+    for node, values in over.items():
+        mine = out.setdefault(node, {})
+        for name, value in values.items():
+            for suffix, other in (("_s", "_us"), ("_us", "_s")):
+                twin = name[: -len(suffix)] + other
+                if name.endswith(suffix) and twin not in values:
+                    mine.pop(twin, None)
+            mine[name] = value
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
     from simforge_ros.runner import RunSpec, new_run_id, run
 
-    scenario = args.scenario
+    options, file_sets, file_faults = _params_file(args.params_file) if args.params_file else ({}, {}, [])
+    scenario = args.scenario if args.scenario is not None else options.get("scenario")
+    if scenario is None:
+        raise ConfigError.single("SCENARIO", "scenario", "a scenario name or file (or sim_bridge.scenario in "
+                                 "--params-file)", None)
     if scenario not in list_scenarios() and not Path(scenario).is_file():
         raise ConfigError.single(
             "SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario
         )
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
-    sets = _parse_set(args.set)
-    latency_us = _latency_us(args.latency_ms)
+    driver = args.driver if args.driver is not None else options.get("driver", "route")
+    if args.latency_ms is not None:
+        file_sets.get("clock_master", {}).pop("latency_s", None)  # the command line's latency wins
+    if driver == EXTERNAL:
+        file_sets.pop("driver", None)  # no driver of ours starts: its section is not used (as in launch)
+    if driver == "torch":  # the planner's four cameras, whatever the file's rig (as in launch)
+        file_sets.get("sim_bridge", {}).pop("cameras", None)
+    sets = _merged_sets(file_sets, _parse_set(args.set))
+    latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
+    seed = args.seed if args.seed is not None else options.get("seed", 0)
+    steps = args.steps if args.steps is not None else options.get("steps", 0)
+    record = options.get("record", True)
     out_root = Path(args.out)
     results = []
     show_progress = sys.stderr.isatty() and not args.json
     for index in range(args.repeat):
-        run_id = new_run_id(scenario, args.seed, index)
+        run_id = new_run_id(scenario, seed, index)
         spec = RunSpec(
             scenario=str(Path(scenario).resolve()) if Path(scenario).is_file() else scenario,
-            out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=args.driver, seed=args.seed,
-            steps=args.steps, latency_us=latency_us, layout=args.layout, sets=sets,
-            faults=tuple(args.inject),
+            out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=driver, seed=seed,
+            steps=steps, latency_us=latency_us, layout=args.layout, sets=sets,
+            faults=tuple(file_faults + [f for f in args.inject if f not in file_faults]), record=record,
         )
         result = run(spec, _progress_printer(run_id, show_progress))
         if show_progress:
@@ -177,13 +248,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the versions a run's digests depend on")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
-    run.add_argument("scenario", help="a name from `simforge scenarios` or a scenario file")
+    run.add_argument("scenario", nargs="?", default=None,
+                     help="a name from `simforge scenarios` or a scenario file (default: the --params-file's)")
+    run.add_argument("--params-file", default=None, metavar="FILE",
+                     help="a ROS 2 parameter file (node: ros__parameters: ...), e.g. config/simforge.yaml; "
+                          "the options and --set given here win over it")
     run.add_argument("--repeat", type=int, default=1, help="run it this many times (each its own run directory)")
-    run.add_argument("--driver", choices=DRIVERS, default="route",
-                     help="route follower, the learned torch planner, or your own node (external: see README)")
-    run.add_argument("--seed", type=int, default=0, help="the run's seed (the same seed repeats bit for bit)")
+    run.add_argument("--driver", choices=DRIVERS, default=None,
+                     help="route follower (default), the learned torch planner, or your own node "
+                          "(external: see README)")
+    run.add_argument("--seed", type=int, default=None,
+                     help="the run's seed, default 0 (the same seed repeats bit for bit)")
     run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
-    run.add_argument("--steps", type=int, default=0, help="0: the whole scenario")
+    run.add_argument("--steps", type=int, default=None, help="default 0: the whole scenario")
     run.add_argument("--layout", choices=("processes", "single"), default="processes",
                      help="one process per node (default), or all four nodes in one process")
     run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from simforge_ros.core.errors import ConfigError, Problem
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
@@ -85,19 +88,19 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
 }
 
 
-def spec(node: str, name: str) -> ParamSpec:
-    """The spec of ``node.name``.
+def spec(node: str, name: str, source: str = "--set") -> ParamSpec:
+    """The spec of ``node.name`` (``source``: where the name came from, for the error).
 
     Raises:
         ConfigError: unknown node or parameter.
     """
     if node not in NODE_PARAMS:
-        raise ConfigError.single("--set", f"{node}.{name}", f"a node in {sorted(NODE_PARAMS)}", node)
+        raise ConfigError.single(source, f"{node}.{name}", f"a node in {sorted(NODE_PARAMS)}", node)
     for item in NODE_PARAMS[node]:
         if item.name == name:
             return item
     names = ", ".join(s.name for s in NODE_PARAMS[node])
-    raise ConfigError.single("--set", f"{node}.{name}", f"a parameter of {node}: {names}", name)
+    raise ConfigError.single(source, f"{node}.{name}", f"a parameter of {node}: {names}", name)
 
 
 def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
@@ -106,7 +109,7 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     Raises:
         ConfigError: unknown parameter or a value of the wrong type.
     """
-    item = spec(node, name)
+    item = spec(node, name, source)
     ok = {
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),
@@ -139,3 +142,52 @@ def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, 
     if problems:
         raise ConfigError(problems)
     return out
+
+
+def read_params_file(path: Path) -> dict[str, dict[str, Any]]:
+    """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), validated
+    against the nodes' declarations; every problem is named with the file.
+
+    A node's section may also be given under its full name (``/clock_master``) or as
+    ``/**`` for parameters shared by every node, as ROS 2 parameter files allow.
+
+    Raises:
+        ConfigError: the file is missing, not YAML, not in that form, or names an unknown
+            node or parameter or a value of the wrong type.
+    """
+    source = str(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError.single(source, "file", "an existing ROS 2 parameter file", source) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise ConfigError.single(source, "file", "a YAML ROS 2 parameter file", type(err).__name__) from None
+    form = "node: ros__parameters: {param: value}"
+    if not isinstance(doc, dict) or not doc:
+        raise ConfigError.single(source, "file", f"a mapping of {form}", doc)
+    params: dict[str, dict[str, Any]] = {}
+    problems: list[Problem] = []
+    # shared parameters (/**) first: a node's own section overrides them
+    for key, body in sorted(doc.items(), key=lambda item: str(item[0]).lstrip("/") != "**"):
+        values = body.get("ros__parameters") if isinstance(body, dict) else None
+        if not isinstance(values, dict) or set(body) != {"ros__parameters"}:
+            problems.append(Problem(source, str(key), f"ros__parameters: a mapping of param: value ({form})", body))
+            continue
+        name = str(key).lstrip("/")
+        for param, value in values.items():
+            if name != "**":
+                params.setdefault(name, {})[str(param)] = value
+                continue
+            # shared parameters go to every node that declares them
+            nodes = [node for node, items in NODE_PARAMS.items() if any(i.name == param for i in items)]
+            if not nodes:
+                problems.append(Problem(source, f"/**.{param}", "a parameter some node declares", param))
+            for node in nodes:
+                params.setdefault(node, {})[str(param)] = value
+    try:
+        checked = validate(params, source)
+    except ConfigError as err:
+        problems.extend(err.problems)
+    if problems:
+        raise ConfigError(problems)
+    return checked

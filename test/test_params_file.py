@@ -1,0 +1,126 @@
+"""`simforge run --params-file`: a ROS 2 parameter file read with every problem named, and
+merged under the command line's own choices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simforge_ros import cli
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.params import read_params_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_parameter_file_reads_back_as_it_is_written():
+    params = read_params_file(ROOT / "config" / "simforge.yaml")
+    assert set(params) == {"clock_master", "sim_bridge", "driver", "recorder"}
+    assert params["clock_master"]["decision_us"] == 100_000
+    assert params["sim_bridge"]["cameras"] == ["chase", "front"]
+
+
+def test_every_problem_in_a_file_is_named_with_the_file_node_and_field(tmp_path):
+    path = _write(tmp_path, """
+clock_master:
+  ros__parameters:
+    seed: four
+    bogus: 1
+sim_bridge:
+  cameras: [front]
+/**:
+  ros__parameters:
+    use_sim_time: true
+""")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    lines = str(err.value).splitlines()
+    assert len(lines) == 4
+    assert all(line.startswith(f"{path}: ") for line in lines)
+    text = str(err.value)
+    assert "clock_master.seed: expected a value of type int, got 'four'" in text
+    assert "clock_master.bogus: expected a parameter of clock_master" in text
+    assert "sim_bridge: expected ros__parameters: a mapping of param: value" in text
+    assert "/**.use_sim_time: expected a parameter some node declares" in text
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    (None, "file: expected an existing ROS 2 parameter file"),
+    ("a: [b", "file: expected a YAML ROS 2 parameter file, got 'ParserError'"),
+    ("- clock_master", "file: expected a mapping of node: ros__parameters: {param: value}"),
+    ("", "file: expected a mapping of node: ros__parameters"),
+])
+def test_a_file_that_is_not_a_parameter_file_is_one_clear_problem(tmp_path, text, needle):
+    path = tmp_path / "missing.yaml" if text is None else _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value).startswith(f"{path}: {needle}")
+
+
+def test_shared_parameters_go_to_the_nodes_declaring_them_and_a_node_section_wins(tmp_path):
+    path = _write(tmp_path, """
+/clock_master:
+  ros__parameters:
+    seed: 3
+/**:
+  ros__parameters:
+    faults: [drop_frame@4]
+    seed: 9
+    scenario: red_signal
+""")
+    params = read_params_file(path)
+    assert params["clock_master"]["seed"] == 3
+    assert params["sim_bridge"]["scenario"] == params["driver"]["scenario"] == "red_signal"
+    assert all(params[node]["faults"] == ["drop_frame@4"] for node in ("sim_bridge", "driver", "recorder"))
+
+
+def test_the_run_takes_its_options_from_the_file_and_the_rest_as_settings(tmp_path, capsys):
+    path = _write(tmp_path, """
+clock_master:
+  ros__parameters: {seed: 4, steps: 12, latency_us: 200000, record: false, decision_s: 0.2, run_id: old}
+sim_bridge:
+  ros__parameters: {scenario: red_signal, cameras: [front], faults: [drop_frame@3]}
+driver:
+  ros__parameters: {policy: torch, scenario: red_signal, faults: [drop_frame@3, stale_frame@5]}
+recorder:
+  ros__parameters: {out_dir: /somewhere/else, storage: sqlite3}
+""")
+    options, sets, faults = cli._params_file(str(path))
+    assert options == {"seed": 4, "steps": 12, "latency_us": 200_000, "record": False,
+                       "scenario": "red_signal", "driver": "torch"}
+    assert sets == {"clock_master": {"decision_s": 0.2}, "sim_bridge": {"cameras": ["front"]},
+                    "recorder": {"storage": "sqlite3"}}
+    assert faults == ["drop_frame@3", "stale_frame@5"]
+    said = capsys.readouterr().err
+    assert "clock_master.run_id, recorder.out_dir ignored: each run has its own" in said
+
+
+def test_two_nodes_naming_different_scenarios_is_a_problem(tmp_path):
+    path = _write(tmp_path, """
+sim_bridge:
+  ros__parameters: {scenario: red_signal}
+driver:
+  ros__parameters: {scenario: right_turn}
+""")
+    with pytest.raises(ConfigError) as err:
+        cli._params_file(str(path))
+    assert str(err.value) == f"{path}: driver.scenario: expected the same scenario as the other nodes, got 'right_turn'"
+
+
+def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
+    base = {"clock_master": {"decision_us": 200_000, "seed": 1}, "sim_bridge": {"tick_s": 0.04}}
+    over = {"clock_master": {"decision_s": 0.3}, "sim_bridge": {"tick_us": 20_000, "width": 64}}
+    assert cli._merged_sets(base, over) == {
+        "clock_master": {"seed": 1, "decision_s": 0.3},
+        "sim_bridge": {"tick_us": 20_000, "width": 64},
+    }
+    # both units on the command line itself stay, for the node to refuse
+    both = {"clock_master": {"decision_s": 0.3, "decision_us": 300_000}}
+    assert cli._merged_sets(base, both)["clock_master"] == {"seed": 1, "decision_s": 0.3, "decision_us": 300_000}
