@@ -15,6 +15,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -225,7 +226,17 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
         for shell in shells:
             executor.add_node(shell.node)
         freeze_startup()
-        outcome = clock.run(executor, on_step)
+        # Ctrl-C stops the run at its next step as `aborted`, as the clock master process
+        # does in the processes layout, instead of a KeyboardInterrupt inside a callback
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGINT) if on_main_thread else None
+        if on_main_thread:
+            signal.signal(signal.SIGINT, lambda *_: setattr(clock, "interrupted", True))
+        try:
+            outcome = clock.run(executor, on_step)
+        finally:
+            if on_main_thread:
+                signal.signal(signal.SIGINT, previous)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
     finally:
         for shell in shells:

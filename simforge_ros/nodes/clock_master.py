@@ -329,8 +329,13 @@ class ClockMaster:
                 )
             self._executor.spin_once(timeout_sec=WALL_POLL_S)
 
-    def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float, first: bool = False) -> Any:
+    def _call(self, peer: _Peer, request: Any, step: int, timeout_s: float, first: bool = False,
+              interruptible: bool = True) -> Any:
         """Call a participant; refuse with participant_lost/timeout instead of hanging.
+
+        ``interruptible=False`` (Finish): an interrupt does not stop the wait. The recorder
+        writes its manifest when it answers, so a run aborted while waiting for that answer
+        would say "aborted" here and "counted" in its manifest.
 
         ``first``: the participant's first call (step 0; the recorder's only one, Finish).
         Its answer, or the request, can be lost while discovery is still matching the
@@ -342,6 +347,8 @@ class ClockMaster:
         has answered with the same answer.
         """
         assert self._executor is not None
+        if self.interrupted and interruptible:  # the hot path below looks only when an answer is late
+            raise Aborted(step, "interrupted")
         future = peer.client.call_async(request)
         # The step's outputs go out while the participant works on the request: a
         # publish costs a good part of a hop, and here it overlaps the participant's work
@@ -362,7 +369,7 @@ class ClockMaster:
             if answered is not None:
                 future = answered
                 break
-            if self.interrupted:
+            if self.interrupted and interruptible:
                 _cancel(sent)
                 raise Aborted(step, "interrupted")
             if peer.gone():
@@ -586,7 +593,7 @@ class ClockMaster:
             request.participants = self._participants()
             try:
                 response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s,
-                                      first=True)
+                                      first=True, interruptible=False)
                 chain = response.chain_digest
                 if refusal is None and not response.counted:
                     refusal = IncompleteRun(progress.steps_done, f"recorder: {response.detail}")

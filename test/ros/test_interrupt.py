@@ -1,0 +1,69 @@
+"""Ctrl-C on a run: it stops as `aborted` at the step it had reached, keeps and verifies
+what it recorded, leaves no process behind; an interrupt that comes while the recorder
+confirms the finished run does not turn it into an aborted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runs import lockstep, manifest_of, processes_mentioning, simforge
+
+from simforge_ros.nodes.clock_master import ClockMaster
+from simforge_ros.srv import Finish
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp_path, layout):
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
+                             "--set", "sim_bridge.cameras=[front,left,rear,right]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 120
+    while time.monotonic() < wall_deadline:
+        steps = list(out.glob("*/steps.jsonl"))
+        if steps and steps[0].read_text().count("\n") >= 20:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    assert "Traceback" not in stderr
+    result = json.loads(stdout)
+    refusal = result["refusal"]
+    assert refusal["code"] == "aborted" and refusal["detail"] == "interrupted"
+    assert 20 <= refusal["step"] < 219
+    manifest = json.loads((Path(result["run_dir"]) / "manifest.json").read_text())
+    assert manifest["status"] == "refused"
+    assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("aborted", refusal["step"])
+    assert manifest["steps"] == result["steps"] >= refusal["step"]
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"verified: {result['steps']} steps" in check.stdout
+    assert not processes_mentioning(str(out))
+
+
+def test_an_interrupt_while_the_recorder_confirms_the_run_leaves_it_counted(tmp_path, monkeypatch):
+    """The recorder writes its manifest as it answers Finish: the run's outcome must be the
+    manifest's, whenever the interrupt comes."""
+    call = ClockMaster._call
+
+    def interrupted_at_finish(self, peer, request, *args, **kwargs):
+        if isinstance(request, Finish.Request):
+            self.interrupted = True  # as the SIGINT handler does
+        return call(self, peer, request, *args, **kwargs)
+
+    monkeypatch.setattr(ClockMaster, "_call", interrupted_at_finish)
+    result = lockstep(tmp_path, steps=8, layout="single")
+    assert (result.status, result.refusal, result.steps) == ("counted", None, 8)
+    assert manifest_of(result)["status"] == "counted"
