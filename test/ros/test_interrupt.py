@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from runs import lockstep, manifest_of, processes_mentioning, simforge
+from simforge_ros.srv import Finish
 
 from simforge_ros.nodes.clock_master import ClockMaster
-from simforge_ros.srv import Finish
 
 pytestmark = pytest.mark.ros
 
