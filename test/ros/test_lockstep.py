@@ -246,6 +246,8 @@ _NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
          "got ['front', 'sky']"),
         ("single", {"sim_bridge": {"cameras": ["front", "front"]}}, "got ['front', 'front']"),
         ("processes", {"clock_master": {"steps": -3}}, "clock_master: steps: expected an integer >= 0, got -3"),
+        ("processes", {"recorder": {"storage": "parquet"}},
+         "recorder: storage: expected one of mcap, sqlite3, got 'parquet'"),
     ],
 )
 def test_a_node_that_cannot_start_is_a_config_error_naming_its_field_at_once(tmp_path, layout, sets, needle):
