@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from simforge_ros import topics
-from simforge_ros.core.errors import EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, lease_domain
 from simforge_ros.params import spec as spec_of
@@ -299,15 +299,18 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         shown = 0
         try:
             while clock.poll() is None:
+                chained = follower.poll() if spec.record else None
                 for name, proc in procs.items():
                     # reap a dead participant at once, so it is seen as gone; one that
-                    # could not start (its configuration) ends the run now, not after
-                    # the clock master's wait for its service
-                    if proc.poll() == EXIT_USAGE and not_started is None:
+                    # could not start (its configuration, or an unexpected error before
+                    # any step was chained) ends the run now, not after the clock
+                    # master's wait for its service
+                    code = proc.poll()
+                    if not_started is None and (code == EXIT_USAGE or (code == EXIT_FAILURE and chained == 0)):
                         not_started = name
                 if not_started is not None:
                     break
-                if on_step is not None and follower.poll() > shown:
+                if on_step is not None and follower.count > shown:
                     shown = follower.count
                     on_step(shown - 1, spec.steps)  # total 0: the scenario decides
                 time.sleep(0.05)
@@ -328,28 +331,29 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if outcome is None and procs["clock_master"].returncode == EXIT_USAGE:
         not_started = "clock_master"
     if not_started is not None:
-        return _not_started(spec, not_started, logs / f"{not_started}.log")
+        return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     return _result(spec, outcome, procs["clock_master"].returncode)
 
 
-def _not_started(spec: RunSpec, node: str, log: Path) -> RunResult:
-    """A node that exited at start-up with EXIT_USAGE: its configuration problems, raised
-    as the ConfigError the same node raises in the single layout; anything else it said
-    (a refusal while building it), a refused run naming the node.
+def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunResult:
+    """A node that exited at start-up: its configuration problems, raised as the
+    ConfigError the same node raises in the single layout; anything else it said (a
+    refusal while building it, an unexpected error), a refused run naming the node.
 
     Raises:
         ConfigError: the node printed its configuration problems.
     """
     lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
     problems = []
-    for line in lines:  # the node printed f"{node}: {error}", one problem a line
-        problem = Problem.parse(line.removeprefix(f"{node}: "))
+    for line in lines:  # the node printed f"{node}: {error}": one problem a line, the first prefixed
+        stripped = line.removeprefix(f"{node}: ")
+        problem = (Problem.parse(stripped) if stripped != line else None) or Problem.parse(line)
         if problem is not None and problem.source == node:
             problems.append(problem)
     if problems:
         raise ConfigError(problems)
     said = next((line for line in reversed(lines) if line.strip()), "nothing")
-    detail = f"{node} did not start (exit {EXIT_USAGE}): {said}"
+    detail = f"{node} did not start (exit {code}): {said}"
     return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "",
                           "refusal": {"code": "participant_error", "step": -1, "detail": detail}},
                    ParticipantError.exit_code)
