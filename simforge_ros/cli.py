@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
@@ -180,6 +181,13 @@ def _run(args: argparse.Namespace) -> int:
     steps = args.steps if args.steps is not None else options.get("steps", 0)
     record = options.get("record", True)
     out_root = Path(args.out)
+    try:
+        out_root.mkdir(parents=True, exist_ok=True)
+        if not os.access(out_root, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({err.strerror})",
+                                 args.out) from None
     results = []
     show_progress = sys.stderr.isatty() and not args.json
     for index in range(args.repeat):

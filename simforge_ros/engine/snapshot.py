@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from simforge_ros.core.errors import EXIT_USAGE
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.values import Pose2D
 from simforge_ros.drivers.policy import Observation
@@ -22,6 +23,7 @@ from simforge_ros.engine.png import write_png
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.topdown import draw_topdown
 from simforge_ros.engine.world import Engine
+from simforge_ros.tools import say
 
 
 def _scenario(s: Scenario | str | Path) -> Scenario:
@@ -40,6 +42,10 @@ def drive_to_step(
     """An engine driven by the RouteFollower from step 0 to ``step``."""
     if decision_us <= 0 or decision_us % tick_us != 0:
         raise ValueError(f"decision_us {decision_us} must be a positive multiple of tick_us {tick_us}")
+    last = scenario.duration_us // decision_us
+    if not 0 <= step <= last:
+        raise ValueError(f"step: expected a decision step from 0 to {last} ({scenario.name} lasts "
+                         f"{scenario.duration_us / 1e6:g} s, a step is {decision_us} us), got {step}")
     engine = Engine(scenario, seed, tick_us=tick_us, width=width, height=height)
     policy = RouteFollower(scenario)
     policy.reset(seed, decision_us)
@@ -116,9 +122,9 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.no_topdown:
             written.append(write_topdown_png(sc, Path(args.out) / f"{sc.name}_topdown.png"))
-    except (ScenarioError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except (ScenarioError, ValueError, OSError) as err:
+        say("render", err)
+        return EXIT_USAGE
     for p in written:
         print(p)
     return 0

@@ -114,3 +114,21 @@ def test_png_roundtrip_and_snapshot(tmp_path):
     )
     assert (tmp_path / "red_signal_left.png").is_file()
     assert main(["no_such_scenario", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--step", "221"], "simforge render: step: expected a decision step from 0 to 220 (right_turn lasts 22 s, "
+                        "a step is 100000 us), got 221"),
+    (["--step", "-1"], "got -1"),
+    (["--step", "3", "--decision-us", "33333"], "decision_us 33333 must be a positive multiple of tick_us 20000"),
+])
+def test_render_refuses_a_step_outside_the_scenario_in_one_line(tmp_path, capsys, args, said):
+    assert main(["right_turn", "--out", str(tmp_path), "--no-topdown", *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_render_at_the_scenarios_last_step(tmp_path):
+    engine = drive_to_step(load_scenario("right_turn"), 220)
+    assert engine.t_us == 22_000_000

@@ -203,10 +203,11 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--layout", "single", "--inject", "kill=driver@3"], "only with --layout processes"),
         (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
         (["run", "right_turn", "--set", "sim_bridge.tick_us=-5"], "sim_bridge.tick_us: expected an integer > 0"),
+        (["run", "right_turn", "--out", "/proc/runs"], "--out: out: expected a directory simforge can create"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
-    out = simforge(*args, "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    out = simforge(*args, *([] if "--out" in args else ["--out", str(tmp_path / "runs")]), cwd=tmp_path)
     assert out.returncode == 2
     assert needle in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
