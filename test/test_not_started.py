@@ -19,7 +19,7 @@ def test_the_nodes_configuration_problems_come_back_as_its_config_error(tmp_path
     log = tmp_path / "sim_bridge.log"
     log.write_text(
         "[INFO] [1.0] [sim_bridge]: starting\n"
-        "sim_bridge: sim_bridge: backend: expected one of ['embedded'], got 'carla9'\n"
+        "sim_bridge: backend: expected one of ['embedded'], got 'carla9'\n"
         "sim_bridge: width: expected an integer > 0, got -5\n"
         "driver: steps: expected an integer, got 1\n"  # another node's: not this one's problem
     )

@@ -617,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             clock = ClockMaster()
         except (ConfigError, Refusal) as err:
-            print(f"{NAME}: {err}", file=sys.stderr)
+            print(err if isinstance(err, ConfigError) else f"{NAME}: {err}", file=sys.stderr)
             return EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code
 
         def _on_signal(signum: int, _frame: Any) -> None:

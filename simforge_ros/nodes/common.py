@@ -318,7 +318,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         try:
             shell = build()
         except (ConfigError, Refusal) as err:
-            print(f"{node_name}: {err}", file=sys.stderr)
+            print(err if isinstance(err, ConfigError) else f"{node_name}: {err}", file=sys.stderr)
             return EXIT_USAGE
         executor = make_executor()
         executor.add_node(shell.node)
