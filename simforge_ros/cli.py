@@ -33,7 +33,7 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS
-from simforge_ros.runner import DRIVERS, EXTERNAL
+from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
@@ -96,18 +96,14 @@ def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], 
     return progress
 
 
-# parameters the run takes from its own options (the rest of a --params-file goes in as
-# --set, before the command line's): node -> {param: the run option it sets}
-_RUN_OPTIONS = {
-    "clock_master": {"seed": "seed", "steps": "steps", "latency_us": "latency_us", "record": "record"},
-    "sim_bridge": {"scenario": "scenario"},
-    "driver": {"policy": "driver", "scenario": "scenario"},
-}
-_PER_RUN = {("clock_master", "run_id"), ("recorder", "run_id"), ("recorder", "out_dir")}  # each run its own
+_PER_RUN = ("run_id", "out_dir")  # RunSpec fields each run has of its own
 
 
 def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
     """(run options, other parameters, fault specs) from a ROS 2 parameter file.
+
+    A run option is a RunSpec field that the runner turns into node parameters
+    (runner.SPEC_PARAMS); the rest of the file goes in as --set, before the command line's.
 
     Raises:
         ConfigError: a bad file, or a scenario that differs between sim_bridge and driver.
@@ -121,12 +117,12 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
     ignored = []
     for node, values in params.items():
         for name, value in values.items():
-            if (node, name) in _PER_RUN:
+            option = SPEC_PARAMS.get(node, {}).get(name)
+            if option in _PER_RUN:
                 ignored.append(f"{node}.{name}")
-            elif name == "faults":
+            elif option == "faults":
                 faults += [f for f in value if f not in faults]
-            elif name in _RUN_OPTIONS.get(node, {}):
-                option = _RUN_OPTIONS[node][name]
+            elif option is not None:
                 if option in options and options[option] != value:
                     raise ConfigError.single(path, f"{node}.{name}", f"the same {option} as the other nodes",
                                              value)

@@ -24,17 +24,10 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import RunDir, RunDirError, load_run
-from simforge_ros.runner import EXTERNAL, LAYOUTS, RunResult, RunSpec
+from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import parse, say
 
 PARAMS_FILE = "params.yaml"
-# what runner.node_params derives from RunSpec fields (the rest of the file goes in as --set)
-_FROM_SPEC = {
-    "clock_master": {"seed", "steps", "latency_us", "run_id", "record"},
-    "sim_bridge": {"scenario", "faults"},
-    "driver": {"policy", "scenario", "faults"},
-    "recorder": {"out_dir", "run_id", "faults"},
-}
 
 
 def read_params(path: Path) -> dict[str, dict[str, Any]]:
@@ -76,7 +69,8 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     clock = params["clock_master"]
     bridge = params["sim_bridge"]
     sets = {
-        node: {name: value for name, value in values.items() if name not in _FROM_SPEC.get(node, set())}
+        # what runner.node_params derives from RunSpec fields; the rest goes in as --set
+        node: {name: value for name, value in values.items() if name not in SPEC_PARAMS.get(node, {})}
         for node, values in params.items()
     }
     faults = bridge.get("faults") or []

@@ -83,6 +83,16 @@ def new_run_id(scenario: str, seed: int, index: int) -> str:
     return f"{Path(scenario).stem}-s{seed}-{index:02d}-{secrets.token_hex(3)}"
 
 
+# the parameters node_params takes from RunSpec fields: node -> {parameter: field}
+SPEC_PARAMS: dict[str, dict[str, str]] = {
+    "clock_master": {"seed": "seed", "steps": "steps", "latency_us": "latency_us", "run_id": "run_id",
+                     "record": "record"},
+    "sim_bridge": {"scenario": "scenario", "faults": "faults"},
+    "driver": {"policy": "driver", "scenario": "scenario", "faults": "faults"},
+    "recorder": {"out_dir": "out_dir", "run_id": "run_id", "faults": "faults"},
+}
+
+
 def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
     """Every node's parameters for this run: the spec's choices, then --set overrides.
 

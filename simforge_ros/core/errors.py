@@ -58,12 +58,6 @@ class Printed:
     def __repr__(self) -> str:
         return self.text
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Printed) and other.text == self.text
-
-    def __hash__(self) -> int:
-        return hash(self.text)
-
 
 _PROBLEM_LINE = re.compile(r"^(?P<source>[^:\s]+): (?P<field>.+?): expected (?P<expected>.*), got (?P<got>.*)$")
 
