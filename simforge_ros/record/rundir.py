@@ -88,6 +88,11 @@ def load_run(path: Path) -> RunDir:
         raise RunDirError(path, "no such run directory")
     if not path.is_dir():
         raise RunDirError(path, "not a run directory (not a directory)")
+    if not (path / MANIFEST).exists() and (path / STEPS).is_file():
+        # the recorder began this run and never wrote its manifest: it was killed
+        kept = (path / STEPS).read_bytes().count(b"\n")
+        raise RunDirError(path / MANIFEST, f"missing: the recorder did not finish this run (killed?); "
+                                           f"{STEPS} keeps the {kept} steps it chained, logs/ what each node said")
     manifest = read_manifest(path / MANIFEST)
     steps = read_steps(path / STEPS)
     if len(steps) != manifest["steps"]:

@@ -139,6 +139,11 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     # what it chained before it died is kept (flushed at the first record, then every 0.2 s)
     kept = steps_of(result)
     assert 1 <= len(kept) <= 300 and [s["step"] for s in kept] == list(range(len(kept)))
+    # and the tools say what happened to the manifest, not only that it is missing
+    out = simforge("verify", result.run_dir, cwd=tmp_path)
+    assert out.returncode == 2
+    assert (f"manifest.json: missing: the recorder did not finish this run (killed?); steps.jsonl keeps "
+            f"the {len(kept)} steps it chained") in out.stderr
 
 
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
