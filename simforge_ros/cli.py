@@ -8,6 +8,7 @@
     simforge diff RUN_A RUN_B [--json] [--force]
     simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
     simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...]
+    simforge salvage RUN [--out DIR] [--json]
     simforge probe-driver [...]
     simforge render SCENARIO [...]
     simforge bench [--quick]
@@ -45,6 +46,7 @@ _TOOLS = (
     ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
     ("rerun", "simforge_ros.rerun", "run a kept run again from its parameter file: did it repeat bit for bit?"),
     ("play", "simforge_ros.record.play", "publish a run's bag on its topics again, paced by its simulation time"),
+    ("salvage", "simforge_ros.record.salvage", "make a usable run of one whose recorder was killed"),
     ("probe-driver", "simforge_ros.drivers.probe", "is the torch planner deterministic? one input, many calls"),
     ("render", "simforge_ros.engine.snapshot", "write camera and top-down PNGs of a scenario at a step"),
     ("bench", "simforge_ros.bench", "measure the lockstep loop against the transport floor"),

@@ -68,8 +68,9 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
 _STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
-# Wall clock: steps.jsonl is flushed at the first record and then at most this long after
-# the last flush, so a recorder killed outright loses at most that much of what it chained.
+# Wall clock: steps.jsonl (and the bag, BackgroundBagWriter.checkpoint) is flushed at the
+# first record and then at most this long after the last flush, so a recorder killed
+# outright loses at most that much of what it chained (`simforge salvage` reads the rest).
 _STEPS_FLUSH_S = 0.2
 # Progress reports on topics.RECORDED: every quarter of the clock master's
 # recorder_backlog_steps (read from its latched parameters, which come before step 0),
@@ -132,6 +133,7 @@ class Recorder:
         self._answered_at: float | None = None  # time.monotonic() when Finish was answered
         self._final = False  # the clock master's final status has arrived
         self._subs = []
+        self._topics: dict[str, tuple[str, str | None]] = {}  # topic -> (type name, assembler part)
         self._step_subs = []  # of topics.STEP_TOPICS: see _offer_finish
         for topic, (msg_type, type_name, part) in _RECORDS.items():
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
@@ -190,9 +192,24 @@ class Recorder:
         self.offering = True
 
     def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
+        self._topics[topic] = (type_name, part)
+
         def _cb(raw: bytes) -> None:
             self._on_message(topic, type_name, part, raw)
         return self.node.create_subscription(msg_type, topic, _cb, qos, raw=True)
+
+    def take(self, topic: str, raw: bytes) -> bool:
+        """Handle ``raw`` as if it had just come on ``topic`` (a salvaged bag fed back,
+        record.salvage); False for a topic this recorder does not record."""
+        known = self._topics.get(topic)
+        if known is None:
+            return False
+        self._on_message(topic, known[0], known[1], raw)
+        return True
+
+    def conclude(self, run_id: str, refusal: dict[str, Any], expected: int) -> None:
+        """Write the manifest of a refused run now, without a Finish (record.salvage)."""
+        self._write(run_id, False, refusal, expected)
 
     def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes) -> None:
         if self._written:
@@ -246,6 +263,7 @@ class Recorder:
             now = time.monotonic()
             if now >= self._flush_at:
                 self._steps_file.flush()
+                self._bag.checkpoint()  # the bag's messages so far into its file too (record.salvage)
                 self._flush_at = now + _STEPS_FLUSH_S
             if self.assembler.steps_done - self._reported >= self._progress_every:
                 self._report_progress()

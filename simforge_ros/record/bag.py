@@ -220,6 +220,15 @@ class BagWriter:
             self._open = False
             self._writer.close()
 
+    def checkpoint(self) -> None:
+        """Put every message written so far into the file now (MCAP: the pending chunk is
+        closed early), so that a process killed after this leaves them readable
+        (record.salvage). sqlite3 bags are left to their own transactions."""
+        storage = self._writer.storage
+        if isinstance(storage, _LeanMcapWriter) and storage.chunk.msgs:
+            storage.close_chunk()
+            storage.bio.flush()
+
     def write(self, topic: str, msgtype: str, t_ns: int, raw: bytes | memoryview) -> None:
         """Write one serialised message; ``t_ns`` is its simulation time in nanoseconds."""
         conn = self._connections.get(topic)
@@ -227,6 +236,9 @@ class BagWriter:
             conn = self._writer.add_connection(topic, msgtype, typestore=self._store)
             self._connections[topic] = conn
         self._writer.write(conn, t_ns, raw)
+
+
+_CHECKPOINT: list[tuple[str, str, int, bytes | memoryview]] = []  # in the queue: BagWriter.checkpoint (empty)
 
 
 class BackgroundBagWriter:
@@ -285,6 +297,12 @@ class BackgroundBagWriter:
             self._queue.put(self._batch)
             self._batch, self._batch_size = [], 0
 
+    def checkpoint(self) -> None:
+        """Hand over the pending batch and have the writer thread put everything so far
+        into the file (BagWriter.checkpoint)."""
+        self.flush()
+        self._queue.put(_CHECKPOINT)
+
     def close(self) -> None:
         """Write everything still pending and close the bag. Raises: BagError on a write error."""
         if not self._open:
@@ -317,6 +335,8 @@ class BackgroundBagWriter:
             if self._error is not None:
                 continue  # keep draining so that no producer blocks forever
             try:
+                if batch is _CHECKPOINT:
+                    self._bag.checkpoint()
                 for item in batch:
                     self._bag.write(*item)
             except BaseException as err:  # noqa: BLE001 - handed to the producer

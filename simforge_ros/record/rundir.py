@@ -92,7 +92,8 @@ def load_run(path: Path) -> RunDir:
         # the recorder began this run and never wrote its manifest: it was killed
         kept = (path / STEPS).read_bytes().count(b"\n")
         raise RunDirError(path / MANIFEST, f"missing: the recorder did not finish this run (killed?); "
-                                           f"{STEPS} keeps the {kept} steps it chained, logs/ what each node said")
+                                           f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
+                                           f"said; `simforge salvage {path}` makes a usable run of its bag")
     manifest = read_manifest(path / MANIFEST)
     steps = read_steps(path / STEPS)
     if len(steps) != manifest["steps"]:

@@ -62,7 +62,8 @@ def test_missing_manifest(make_run: MakeRun) -> None:
     (run / "manifest.json").unlink()
     kept = (run / "steps.jsonl").read_text().count("\n")
     assert error_of(run) == (f"{run / 'manifest.json'}: missing: the recorder did not finish this run "
-                             f"(killed?); steps.jsonl keeps the {kept} steps it chained, logs/ what each node said")
+                             f"(killed?); steps.jsonl keeps the {kept} steps it chained, logs/ what each node said; "
+                             f"`simforge salvage {run}` makes a usable run of its bag")
     (run / "steps.jsonl").unlink()  # not a run the recorder began: nothing more to say
     assert error_of(run) == f"{run / 'manifest.json'}: missing"
 

@@ -3,6 +3,8 @@ every named refusal firing at the right step (and not otherwise)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -144,6 +146,29 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     assert out.returncode == 2
     assert (f"manifest.json: missing: the recorder did not finish this run (killed?); steps.jsonl keeps "
             f"the {len(kept)} steps it chained") in out.stderr
+    # its bag, checkpointed with steps.jsonl, makes a run every tool can read: the same records
+    salvaged = simforge("salvage", result.run_dir, "--json", cwd=tmp_path)
+    assert salvaged.returncode == 0, salvaged.stderr
+    report = json.loads(salvaged.stdout)
+    assert report["steps"] >= 1 and report["agree"] == min(report["steps"], len(kept))
+    check = simforge("verify", report["out"], cwd=tmp_path)
+    assert check.returncode == 0 and f"verified: {report['steps']} steps" in check.stdout, check.stderr
+    manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    assert (manifest["status"], manifest["refusal"]["code"]) == ("refused", "participant_lost")
+    assert manifest["refusal"]["step"] == result.refusal["step"]
+    again = [json.loads(line) for line in (Path(report["out"]) / "steps.jsonl").read_text().splitlines()]
+    same = min(len(again), len(kept))
+    assert [s["digest"] for s in again[:same]] == [s["digest"] for s in kept[:same]]
+    # a kept record the bag does not chain to is never papered over
+    tampered = tmp_path / "tampered"
+    shutil.copytree(result.run_dir, tampered)
+    lines = (tampered / "steps.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["digest"] = "0" * 64
+    (tampered / "steps.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    refused = simforge("salvage", str(tampered), cwd=tmp_path)
+    assert refused.returncode == 1 and "step 0: the bag's records chain to" in refused.stderr
+    assert not (tmp_path / "tampered-salvaged").exists()
 
 
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):

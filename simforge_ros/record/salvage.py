@@ -1,0 +1,272 @@
+"""`simforge salvage RUN`: a usable run made of one whose recorder was killed.
+
+A recorder killed outright writes no manifest and leaves its MCAP bag without its footer
+or metadata.yaml, so no tool (verify, diff, rerun, play) can read the run. The bag's
+chunks up to the last one written are intact: each is written whole, uncompressed, with
+the schemas and channels its messages need. This reads the messages of every complete
+chunk, in the order the recorder took them, and feeds them to a fresh recorder, the same
+code that recorded them: it writes a new run directory (RUN-salvaged) with a proper bag,
+steps.jsonl and a refused manifest. The kept run is never touched; its own steps.jsonl
+must agree with the salvaged records, step for step, or nothing is kept.
+
+What the killed recorder had not yet written to its bag (its pending chunk, up to 1 MB) is
+lost: the salvaged run may hold fewer steps than the kept steps.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.record.bag import BagError
+from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_steps
+from simforge_ros.tools import parse, say
+
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+_OUTCOME_PREFIX = "SIMFORGE_OUTCOME "  # the clock master's last line (nodes.clock_master)
+_U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
+_OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06
+
+
+class SalvageError(SimforgeError):
+    """A run that cannot be salvaged, or whose salvage disagrees with what it kept."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One recorded message: its topic, type, log time and CDR bytes as they were taken."""
+
+    topic: str
+    type_name: str
+    t_ns: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class McapPrefix:
+    """The messages of every complete chunk of an MCAP file, and how much of it that was."""
+
+    messages: tuple[Message, ...]
+    chunks: int
+    bytes_read: int
+    bytes_total: int
+
+
+def _string(buf: bytes, pos: int) -> tuple[str, int]:
+    (n,) = _U32.unpack_from(buf, pos)
+    return buf[pos + 4:pos + 4 + n].decode("utf-8"), pos + 4 + n
+
+
+def read_mcap_prefix(path: Path) -> McapPrefix:
+    """Every message in the complete chunks of ``path``, an MCAP file that may end anywhere.
+
+    Raises:
+        BagError: not an MCAP file, a compressed chunk, or a message of an unknown channel.
+    """
+    data = path.read_bytes()
+    if not data.startswith(MCAP_MAGIC):
+        raise BagError(f"{path}: not an MCAP file")
+    schemas: dict[int, str] = {}
+    channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)
+    messages: list[Message] = []
+    pos, chunks = len(MCAP_MAGIC), 0
+    while pos + 9 <= len(data):
+        op = data[pos]
+        (length,) = _U64.unpack_from(data, pos + 1)
+        end = pos + 9 + length
+        if end > len(data):
+            break  # the record the writer was in the middle of
+        if op == _OP_CHUNK:
+            body = pos + 9 + 8 + 8 + 8 + 4  # start time, end time, size, crc
+            compression, body = _string(data, body)
+            if compression:
+                raise BagError(f"{path}: a {compression} chunk; only uncompressed chunks can be salvaged")
+            (records_len,) = _U64.unpack_from(data, body)
+            _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels, messages, path)
+            chunks += 1
+        pos = end
+    if data[pos:] == MCAP_MAGIC:  # a whole file ends with the magic again, after its footer
+        pos = len(data)
+    return McapPrefix(tuple(messages), chunks, pos, len(data))
+
+
+def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
+                   channels: dict[int, tuple[str, str]], messages: list[Message], path: Path) -> None:
+    while pos < end:
+        op = data[pos]
+        (length,) = _U64.unpack_from(data, pos + 1)
+        body, nxt = pos + 9, pos + 9 + length
+        if op == _OP_SCHEMA:
+            (schema_id,) = _U16.unpack_from(data, body)
+            schemas[schema_id], _ = _string(data, body + 2)
+        elif op == _OP_CHANNEL:
+            channel_id, schema_id = _U16.unpack_from(data, body)[0], _U16.unpack_from(data, body + 2)[0]
+            topic, _ = _string(data, body + 4)
+            channels[channel_id] = (topic, schemas.get(schema_id, ""))
+        elif op == _OP_MESSAGE:
+            (channel_id,) = _U16.unpack_from(data, body)
+            if channel_id not in channels:
+                raise BagError(f"{path}: a message on channel {channel_id}, which no record names")
+            (log_time,) = _U64.unpack_from(data, body + 6)
+            topic, type_name = channels[channel_id]
+            messages.append(Message(topic, type_name, log_time, data[body + 22:nxt]))
+        pos = nxt
+
+
+def clock_master_outcome(logs: Path) -> dict[str, Any] | None:
+    """The clock master's outcome line from its log (processes layout), or None."""
+    log = logs / "clock_master.log"
+    if not log.is_file():
+        return None
+    outcome = None
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith(_OUTCOME_PREFIX):
+            try:
+                outcome = json.loads(line[len(_OUTCOME_PREFIX):])
+            except json.JSONDecodeError:
+                outcome = None
+    return outcome
+
+
+def salvage(run: Path, out: Path) -> dict[str, Any]:
+    """Write ``out``, the salvaged run of ``run``; what was salvaged.
+
+    Raises:
+        RunDirError: ``run`` is not a run whose recorder was killed, or ``out`` exists.
+        BagError: its bag cannot be read as far as it goes.
+        SalvageError: the salvaged records disagree with ``run``'s steps.jsonl.
+    """
+    if not (run / STEPS).is_file():
+        raise RunDirError(run, "not a run the recorder began (no steps.jsonl)")
+    if (run / MANIFEST).exists():
+        raise RunDirError(run / MANIFEST, "present: the run was finished, nothing to salvage")
+    bags = sorted((run / "bag").glob("*.mcap"))
+    if len(bags) != 1:
+        raise BagError(f"{run / 'bag'}: expected one .mcap file, found {len(bags)} (only MCAP bags are salvaged)")
+    if out.exists():
+        raise RunDirError(out, "exists; a salvaged run is written to a new directory")
+    kept = read_steps(run / STEPS)
+    prefix = read_mcap_prefix(bags[0])
+    params = _params(run / "params.yaml")
+    run_id = str(params.get("clock_master", {}).get("run_id") or run.name)
+    steps = _replay(prefix, out, run_id, run)
+    agree = min(len(kept), len(steps))
+    for mine, theirs in zip(steps[:agree], kept[:agree], strict=True):
+        if mine["digest"] != theirs.get("digest"):
+            shutil.rmtree(out)
+            raise SalvageError(f"step {mine['step']}: the bag's records chain to {mine['digest'][:16]}, "
+                               f"{STEPS} says {str(theirs.get('digest'))[:16]}: the bag and the record disagree")
+    for name in ("params.yaml", "logs"):
+        source = run / name
+        if source.is_dir():
+            shutil.copytree(source, out / name)
+        elif source.is_file():
+            shutil.copy2(source, out / name)
+    return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": len(kept), "agree": agree,
+            "messages": len(prefix.messages), "chunks": prefix.chunks,
+            "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
+
+
+def _params(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): dict(v.get("ros__parameters") or {}) for k, v in doc.items() if isinstance(v, dict)}
+
+
+def _replay(prefix: McapPrefix, out: Path, run_id: str, run: Path) -> list[dict[str, Any]]:
+    """Feed the messages to a fresh recorder writing ``out``; the step records it wrote.
+
+    Its node never spins and discovers nothing (a private domain, discovery off): the
+    parameters it publishes on start reach no one.
+    """
+    import rclpy
+
+    from simforge_ros.isolation import lease_domain
+    from simforge_ros.nodes.recorder import Recorder
+
+    outcome = clock_master_outcome(run / "logs") or {}
+    given = outcome.get("refusal") or {}
+    with lease_domain() as lease:
+        saved = {k: os.environ.get(k) for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR")}
+        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "OFF"
+        os.environ["ROS_LOG_DIR"] = lease.env["ROS_LOG_DIR"]
+        context = rclpy.Context()
+        try:
+            rclpy.init(args=["--ros-args", "-p", f"out_dir:={out}", "-p", f"run_id:={run_id}"], context=context,
+                       domain_id=lease.domain_id)
+            recorder = Recorder(context)
+            try:
+                for message in prefix.messages:
+                    recorder.take(message.topic, message.data)
+                done = recorder.assembler.steps_done
+                detail = (f"{given.get('detail') or 'the recorder was killed'}; salvaged {done} steps from the "
+                          f"{prefix.chunks} chunks its bag had written")
+                recorder.conclude(run_id, {"code": given.get("code") or "incomplete_run",
+                                           "step": int(given.get("step", done)), "detail": detail}, done)
+            finally:
+                recorder.node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return read_steps(out / STEPS)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge salvage",
+        description="Make a usable run (bag, steps.jsonl, manifest) of one whose recorder was killed.",
+    )
+    parser.add_argument("run", type=Path, help="the run directory without a manifest")
+    parser.add_argument("--out", type=Path, default=None, help="the new run directory (default: RUN-salvaged)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 with a salvaged run written, 1 when the bag and the kept record disagree,
+    2 on bad input."""
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    run = Path(args.run)
+    out = args.out if args.out is not None else run.with_name(run.name + "-salvaged")
+    try:
+        if not run.is_dir():
+            raise RunDirError(run, "no such run directory")
+        report = salvage(run, out)
+    except SalvageError as err:
+        say("salvage", err)
+        return EXIT_FAILURE
+    except SimforgeError as err:
+        say("salvage", err)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print(f"salvaged {report['steps']} steps ({report['kept_steps']} in the kept steps.jsonl, the same "
+              f"digests) from {report['chunks']} chunks, {report['bag_bytes_read']} of {report['bag_bytes']} "
+              f"bag bytes: {report['out']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
