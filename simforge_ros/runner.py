@@ -334,15 +334,22 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         _stop_all(procs)
         for handle in handles:
             handle.close()
-    outcome = None
-    for line in (logs / "clock_master.log").read_text(errors="replace").splitlines():
-        if line.startswith(OUTCOME_PREFIX):
-            outcome = json.loads(line[len(OUTCOME_PREFIX):])
+    outcome = read_outcome(logs / "clock_master.log")
     if outcome is None and procs["clock_master"].returncode == EXIT_USAGE:
         not_started = "clock_master"
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+def read_outcome(log: Path) -> dict[str, Any] | None:
+    """The outcome the clock master process printed last in its log, or None."""
+    outcome = None
+    if log.is_file():
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(OUTCOME_PREFIX):
+                outcome = json.loads(line[len(OUTCOME_PREFIX):])
+    return outcome
 
 
 def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunResult:

@@ -26,15 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_steps
 from simforge_ros.tools import parse, say
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
-_OUTCOME_PREFIX = "SIMFORGE_OUTCOME "  # the clock master's last line (nodes.clock_master)
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06
 
@@ -124,21 +121,6 @@ def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
         pos = nxt
 
 
-def clock_master_outcome(logs: Path) -> dict[str, Any] | None:
-    """The clock master's outcome line from its log (processes layout), or None."""
-    log = logs / "clock_master.log"
-    if not log.is_file():
-        return None
-    outcome = None
-    for line in log.read_text(errors="replace").splitlines():
-        if line.startswith(_OUTCOME_PREFIX):
-            try:
-                outcome = json.loads(line[len(_OUTCOME_PREFIX):])
-            except json.JSONDecodeError:
-                outcome = None
-    return outcome
-
-
 def salvage(run: Path, out: Path) -> dict[str, Any]:
     """Write ``out``, the salvaged run of ``run``; what was salvaged.
 
@@ -147,6 +129,8 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
         BagError: its bag cannot be read as far as it goes.
         SalvageError: the salvaged records disagree with ``run``'s steps.jsonl.
     """
+    from simforge_ros.rerun import read_params
+
     if not (run / STEPS).is_file():
         raise RunDirError(run, "not a run the recorder began (no steps.jsonl)")
     if (run / MANIFEST).exists():
@@ -156,10 +140,12 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
         raise BagError(f"{run / 'bag'}: expected one .mcap file, found {len(bags)} (only MCAP bags are salvaged)")
     if out.exists():
         raise RunDirError(out, "exists; a salvaged run is written to a new directory")
-    kept = read_steps(run / STEPS)
+    kept = _kept_steps(run / STEPS)
     prefix = read_mcap_prefix(bags[0])
-    params = _params(run / "params.yaml")
-    run_id = str(params.get("clock_master", {}).get("run_id") or run.name)
+    try:
+        run_id = str(read_params(run / "params.yaml")["clock_master"].get("run_id") or run.name)
+    except RunDirError:  # no usable parameter file: the directory names the run
+        run_id = run.name
     steps = _replay(prefix, out, run_id, run)
     agree = min(len(kept), len(steps))
     for mine, theirs in zip(steps[:agree], kept[:agree], strict=True):
@@ -178,14 +164,24 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
             "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
 
 
-def _params(path: Path) -> dict[str, dict[str, Any]]:
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    if not isinstance(doc, dict):
-        return {}
-    return {str(k): dict(v.get("ros__parameters") or {}) for k, v in doc.items() if isinstance(v, dict)}
+def _kept_steps(path: Path) -> list[dict[str, Any]]:
+    """The step records of a killed recorder's steps.jsonl; a last line it was cut off in
+    the middle of is not one.
+
+    Raises:
+        RunDirError: a complete line that is not a JSON object.
+    """
+    text = path.read_bytes()
+    records = []
+    for number, line in enumerate(text[:text.rfind(b"\n") + 1].splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            raise RunDirError(path, f"line {number}: not a JSON object")
+        records.append(record)
+    return records
 
 
 def _replay(prefix: McapPrefix, out: Path, run_id: str, run: Path) -> list[dict[str, Any]]:
@@ -198,8 +194,12 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, run: Path) -> list[dict[
 
     from simforge_ros.isolation import lease_domain
     from simforge_ros.nodes.recorder import Recorder
+    from simforge_ros.runner import read_outcome
 
-    outcome = clock_master_outcome(run / "logs") or {}
+    try:
+        outcome = read_outcome(run / "logs" / "clock_master.log") or {}
+    except json.JSONDecodeError:
+        outcome = {}
     given = outcome.get("refusal") or {}
     with lease_domain() as lease:
         saved = {k: os.environ.get(k) for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR")}

@@ -169,6 +169,12 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     refused = simforge("salvage", str(tampered), cwd=tmp_path)
     assert refused.returncode == 1 and "step 0: the bag's records chain to" in refused.stderr
     assert not (tmp_path / "tampered-salvaged").exists()
+    # a line the kill cut off in the middle is not a record, and no reason to give up
+    cut = tmp_path / "cut"
+    shutil.copytree(result.run_dir, cut)
+    with (cut / "steps.jsonl").open("a") as handle:
+        handle.write('{"step": 999, "dig')
+    assert simforge("salvage", str(cut), cwd=tmp_path).returncode == 0
 
 
 def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
