@@ -112,7 +112,10 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
     """
     from simforge_ros.params import read_params_file
 
-    params = read_params_file(Path(path))
+    notes: list[str] = []
+    params = read_params_file(Path(path), notes)
+    for note in notes:
+        print(f"simforge: {note}", file=sys.stderr)
     options: dict[str, Any] = {}
     sets: dict[str, dict[str, Any]] = {}
     faults: list[str] = []

@@ -144,12 +144,19 @@ def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, 
     return out
 
 
-def read_params_file(path: Path) -> dict[str, dict[str, Any]]:
+# Parameters rclpy declares on every node itself. A stack's parameter file often sets them
+# for all nodes (``/**``); simforge's nodes time nothing by them, so a file may give them
+# and they are left out of the run (with a note), where any other unknown name is refused.
+RCLPY_PARAMS: Mapping[str, type] = {"use_sim_time": bool}
+
+
+def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), validated
     against the nodes' declarations; every problem is named with the file.
 
     A node's section may also be given under its full name (``/clock_master``) or as
-    ``/**`` for parameters shared by every node, as ROS 2 parameter files allow.
+    ``/**`` for parameters shared by every node, as ROS 2 parameter files allow. rclpy's
+    own parameters (RCLPY_PARAMS) are checked and left out; ``notes`` gets a line saying so.
 
     Raises:
         ConfigError: the file is missing, not YAML, not in that form, or names an unknown
@@ -175,6 +182,14 @@ def read_params_file(path: Path) -> dict[str, dict[str, Any]]:
             continue
         name = str(key).lstrip("/")
         for param, value in values.items():
+            if param in RCLPY_PARAMS:
+                kind, field = RCLPY_PARAMS[param], f"{'/' if name == '**' else ''}{name}.{param}"
+                if type(value) is not kind:
+                    problems.append(Problem(source, field, f"a value of type {kind.__name__}", value))
+                elif notes is not None:
+                    notes.append(f"{source}: {field} ignored: rclpy's own parameter; simforge's nodes "
+                                 "take each step's time from the request that names it, never from /clock")
+                continue
             if name != "**":
                 params.setdefault(name, {})[str(param)] = value
                 continue

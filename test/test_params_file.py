@@ -37,18 +37,20 @@ sim_bridge:
   cameras: [front]
 /**:
   ros__parameters:
-    use_sim_time: true
+    use_sim_time: "yes"
+    bogus_shared: 2
 """)
     with pytest.raises(ConfigError) as err:
         read_params_file(path)
     lines = str(err.value).splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 5
     assert all(line.startswith(f"{path}: ") for line in lines)
     text = str(err.value)
     assert "clock_master.seed: expected a value of type int, got 'four'" in text
     assert "clock_master.bogus: expected a parameter of clock_master" in text
     assert "sim_bridge: expected ros__parameters: a mapping of param: value" in text
-    assert "/**.use_sim_time: expected a parameter some node declares" in text
+    assert "/**.bogus_shared: expected a parameter some node declares" in text
+    assert "/**.use_sim_time: expected a value of type bool, got 'yes'" in text
 
 
 @pytest.mark.parametrize(("text", "needle"), [
@@ -124,3 +126,22 @@ def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
     # both units on the command line itself stay, for the node to refuse
     both = {"clock_master": {"decision_s": 0.3, "decision_us": 300_000}}
     assert cli._merged_sets(base, both)["clock_master"] == {"seed": 1, "decision_s": 0.3, "decision_us": 300_000}
+
+
+def test_rclpy_own_use_sim_time_is_taken_and_left_out_with_a_note(tmp_path):
+    """The shared section a stack's parameter file usually has; simforge's nodes time nothing
+    by /clock, so the run leaves it out and says so instead of refusing the file."""
+    path = _write(tmp_path, """
+/**:
+  ros__parameters:
+    use_sim_time: true
+recorder:
+  ros__parameters:
+    use_sim_time: false
+    storage: mcap
+""")
+    notes: list[str] = []
+    params = read_params_file(path, notes)
+    assert params["recorder"]["storage"] == "mcap"
+    assert all("use_sim_time" not in values for values in params.values())
+    assert [n.split(" ignored")[0] for n in notes] == [f"{path}: /**.use_sim_time", f"{path}: recorder.use_sim_time"]

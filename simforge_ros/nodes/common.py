@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
 from rclpy.executors import Executor
 from rclpy.node import Node
@@ -86,6 +87,18 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     if problems:
         raise ConfigError(problems)
     return values
+
+
+def steady_timer(node: Node, period_s: float, callback: Callable[[], None]) -> Any:
+    """A timer on the steady clock, for what the nodes time by the wall: polling the graph
+    for a match, progress reports, a frame's deadline. Never simulation time.
+
+    On the node's own clock these timers would follow ``/clock`` under
+    ``use_sim_time: true`` (the usual shared ``/**`` section of a stack's parameter file):
+    they would not fire before the first ``/clock``, and no step is taken before they have,
+    so such a run used to time out at start-up.
+    """
+    return node.create_timer(period_s, callback, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
 def refuse(response: Any, err: Refusal) -> Any:

@@ -37,6 +37,7 @@ from simforge_ros.nodes.common import (
     refuse,
     run_participant,
     stall_forever,
+    steady_timer,
     unexpected,
     watch_node_params,
     watch_run_status,
@@ -96,7 +97,7 @@ class Driver:
         # made (as for the recorder's Finish).
         self._bridge_cameras: list[str] | None = None
         self._params_sub = watch_node_params(self.node, self._on_params)
-        self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_when_matched)
+        self._offer_timer: Any = steady_timer(self.node, _MATCH_POLL_S, self._offer_when_matched)
 
     def _offer(self, handler: Any) -> None:
         if self._lose_step is not None:
@@ -138,7 +139,7 @@ class Driver:
                 if not waiter.done():
                     waiter.set_result(False)
 
-            timer = self.node.create_timer(self._frame_timeout_s, _expire)
+            timer = steady_timer(self.node, self._frame_timeout_s, _expire)
             try:
                 await waiter
             finally:

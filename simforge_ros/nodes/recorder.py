@@ -43,6 +43,7 @@ from simforge_ros.nodes.common import (
     publish_node_params,
     run_participant,
     stall_forever,
+    steady_timer,
     watch_run_status,
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
@@ -155,7 +156,7 @@ class Recorder:
         self._progress_msg = UInt64()
         self._reported = 0  # steps chained at the last progress report
         self._progress_every = 1  # until the clock master's parameters say otherwise
-        self._progress_timer = self.node.create_timer(_PROGRESS_S, self._report_progress)
+        self._progress_timer = steady_timer(self.node, _PROGRESS_S, self._report_progress)
         # Finish is offered last: the clock master starts stepping when it sees it. By then
         # every per-step topic's reader has matched its writer (the clock master publishes
         # them all; a service seen proves nothing about the topics, discovery matches each
@@ -163,7 +164,7 @@ class Recorder:
         # bridge's processes (their latched parameters). In one CI run a recorder received
         # nothing of a whole run (stale shared memory of a killed process, a known Fast DDS
         # issue, is the likely cause); now such a run cannot start unrecorded.
-        self._offer_timer: Any = self.node.create_timer(_MATCH_POLL_S, self._offer_finish)
+        self._offer_timer: Any = steady_timer(self.node, _MATCH_POLL_S, self._offer_finish)
         self.offering = False
         self._status_sub = watch_run_status(self.node, self._on_final)
 
@@ -342,7 +343,7 @@ class Recorder:
             else:
                 break
             self._progress = Future()
-            timer = self.node.create_timer(0.05, self._poll_progress)
+            timer = steady_timer(self.node, 0.05, self._poll_progress)
             try:
                 await self._progress
             finally:

@@ -49,3 +49,29 @@ def test_the_shipped_parameter_file_runs_the_torch_planner_with_its_four_cameras
     result = json.loads(out.stdout)
     first = json.loads((Path(result["run_dir"]) / "steps.jsonl").read_text().splitlines()[0])
     assert set(first["frames"]) == {"front", "left", "rear", "right"}
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_nodes_given_use_sim_time_by_a_stacks_shared_section_run_the_same_run(tmp_path, layout, monkeypatch):
+    """A launch that passes a stack's parameter file hands every node ``/**: use_sim_time:
+    true``. The nodes' own timers (matching polls, progress, a frame's deadline) then must
+    not follow /clock, which moves only once they have fired: such a run used to wait 30 s
+    and be refused participant_timeout at start-up."""
+    import yaml
+
+    from simforge_ros import runner
+
+    plain = lockstep(tmp_path, steps=8, layout=layout)
+    write = runner.write_params_file
+
+    def as_a_launch_passes_it(path, params):
+        write(path, params)
+        doc = yaml.safe_load(path.read_text())
+        doc["/**"] = {"ros__parameters": {"use_sim_time": True}}
+        path.write_text(yaml.safe_dump(doc))
+
+    monkeypatch.setattr(runner, "write_params_file", as_a_launch_passes_it)
+    sim_time = lockstep(tmp_path, steps=8, layout=layout)
+    assert "use_sim_time: true" in (Path(sim_time.run_dir) / "params.yaml").read_text()
+    assert (sim_time.status, sim_time.refusal) == ("counted", None)
+    assert sim_time.chain_digest == plain.chain_digest
