@@ -42,6 +42,11 @@ ACTOR_DEFAULTS = {  # kind -> (length_m, width_m, height_m, color)
     "pedestrian": (0.5, 0.5, 1.75, (230, 150, 40)),
 }
 _ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+# Bounds a driving scene stays well inside; beyond them the engine's and renderer's float
+# arithmetic overflows (a coordinate of 1e308 drew as infinity) instead of refusing the file.
+MAX_MAGNITUDE = 1_000_000.0  # metres, m/s, radians, ...
+MAX_TIME_US = 86_400_000_000  # a day
+MIN_SEGMENT_M = 0.1  # consecutive points of a line: a zero-length segment has no direction
 
 
 class _Reader:
@@ -78,8 +83,8 @@ class _Reader:
     def time_us(self, value: Any, field: str, low: int = 0) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(field, "integer microseconds", value)
-        if value < low:
-            raise self.fail(field, f"integer microseconds >= {low}", value)
+        if not low <= value <= MAX_TIME_US:
+            raise self.fail(field, f"integer microseconds in [{low}, {MAX_TIME_US}]", value)
         return value
 
     def integer(self, value: Any, field: str, low: int) -> int:
@@ -90,6 +95,8 @@ class _Reader:
     def number(self, value: Any, field: str, low: float | None = None, positive: bool = False) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise self.fail(field, "a finite number", value)
+        if abs(value) > MAX_MAGNITUDE:
+            raise self.fail(field, f"a number within ±{MAX_MAGNITUDE:.0f}", value)
         if positive and value <= 0:
             raise self.fail(field, "a number > 0", value)
         if low is not None and value < low:
@@ -105,6 +112,11 @@ class _Reader:
         if not isinstance(value, list) or len(value) != 2:
             raise self.fail(field, "[x_m, y_m]", value)
         return (self.number(value[0], f"{field}[0]"), self.number(value[1], f"{field}[1]"))
+
+    def segment(self, a: tuple[float, float], b: tuple[float, float], field: str) -> None:
+        """Refuse a zero-length segment (the renderer divides by its length)."""
+        if math.hypot(b[0] - a[0], b[1] - a[1]) < MIN_SEGMENT_M:
+            raise self.fail(field, f"points at least {MIN_SEGMENT_M} m apart", [list(a), list(b)])
 
     def color(self, value: Any, field: str) -> tuple[int, int, int]:
         if not isinstance(value, list) or len(value) != 3:
@@ -176,8 +188,8 @@ def _route(r: _Reader, raw: Any) -> tuple[RouteWaypoint, ...]:
     for i, w in enumerate(out):
         a, b = (w, out[i + 1]) if i + 1 < len(out) else (out[i - 1], w)
         dx, dy = b.x_m - a.x_m, b.y_m - a.y_m
-        if math.hypot(dx, dy) < 0.1:
-            raise r.fail(f"ego.route[{i}]", "waypoints at least 0.1 m apart", (w.x_m, w.y_m))
+        if math.hypot(dx, dy) < MIN_SEGMENT_M:
+            raise r.fail(f"ego.route[{i}]", f"waypoints at least {MIN_SEGMENT_M} m apart", (w.x_m, w.y_m))
         off = abs(wrap_angle(w.yaw_rad - math.atan2(dy, dx)))
         if off > HEADING_TOLERANCE_RAD:
             raise r.fail(
@@ -208,6 +220,8 @@ def _roads(r: _Reader, raw: Any) -> tuple[Road, ...]:
         f = f"roads[{i}]"
         m = r.mapping(item, f, ("id", "points", "width_m"), ("lanes", "sidewalk_m"))
         pts = tuple(r.xy(p, f"{f}.points[{j}]") for j, p in enumerate(r.seq(m["points"], f"{f}.points", 2)))
+        for j in range(1, len(pts)):
+            r.segment(pts[j - 1], pts[j], f"{f}.points[{j}]")
         out.append(
             Road(
                 r.text(m["id"], f"{f}.id", ident=True),
@@ -241,6 +255,7 @@ def _crosswalks(r: _Reader, raw: Any) -> tuple[Crosswalk, ...]:
     for i, item in enumerate(r.seq(raw, "crosswalks")):
         f = f"crosswalks[{i}]"
         m = r.mapping(item, f, ("id", "a", "b"), ("width_m",))
+        r.segment(r.xy(m["a"], f"{f}.a"), r.xy(m["b"], f"{f}.b"), f"{f}.b")
         out.append(
             Crosswalk(
                 r.text(m["id"], f"{f}.id", ident=True),
@@ -260,6 +275,7 @@ def _signals(r: _Reader, raw: Any) -> tuple[Signal, ...]:
         line = r.seq(m["stop_line"], f"{f}.stop_line", 2)
         if len(line) != 2:
             raise r.fail(f"{f}.stop_line", "two points [[x, y], [x, y]]", m["stop_line"])
+        r.segment(r.xy(line[0], f"{f}.stop_line[0]"), r.xy(line[1], f"{f}.stop_line[1]"), f"{f}.stop_line")
         phases = []
         for j, p in enumerate(r.seq(m["phases"], f"{f}.phases", 1)):
             pf = f"{f}.phases[{j}]"

@@ -180,3 +180,40 @@ def test_bad_yaml_and_unknown_name(write_doc):
     assert info.value.field == "name" and "right_turn" in info.value.expected
     with pytest.raises(ScenarioError):
         load_scenario(Path("/nonexistent/x.yaml"))
+
+
+@pytest.mark.parametrize(("edit", "field", "expected"), [
+    # finite, but far past any scene: the renderer's arithmetic overflowed to infinity
+    (lambda d: d["actors"][0]["path"][0].update(x_m=1e308), "actors[0].path[0].x_m", "a number within ±1000000"),
+    (lambda d: d["roads"][0].update(width_m=2e6), "roads[0].width_m", "a number within ±1000000"),
+    (lambda d: d.update(duration_us=10**19), "duration_us", "integer microseconds in [15000000, 86400000000]"),
+    # zero-length segments: the ground renderer divided by their length
+    (lambda d: d["roads"][0]["points"].insert(1, [-100.0, 0.0]), "roads[0].points[1]", "points at least 0.1 m apart"),
+    (lambda d: d.update(crosswalks=[{"id": "cw", "a": [5.0, -4.0], "b": [5.0, -4.0]}]), "crosswalks[0].b",
+     "points at least 0.1 m apart"),
+    (lambda d: d.update(signals=[{"id": "s", "x_m": 9.0, "y_m": 4.0, "stop_line": [[8.0, 0.0], [8.0, 0.05]],
+                                  "phases": [{"state": "red", "duration_us": 1_000_000}]}]),
+     "signals[0].stop_line", "points at least 0.1 m apart"),
+])
+def test_values_the_engine_cannot_draw_are_refused_naming_the_field(write_doc, minimal_doc, edit, field, expected):
+    doc = minimal_doc()
+    edit(doc)
+    err = _refused(write_doc, doc)
+    assert (err.field, err.expected) == (field, expected)
+
+
+def test_a_scene_at_the_bounds_loads_and_draws(write_doc, minimal_doc):
+    """The bounds refuse only what cannot be drawn: a scene a kilometre from the origin,
+    with a short stop line, runs and renders."""
+    doc = minimal_doc()
+    for point in doc["ego"]["route"] + [doc["ego"]["start"]] + doc["actors"][0]["path"]:
+        point["x_m"] += 999_000.0
+    doc["roads"][0]["points"] = [[998_900.0, 0.0], [999_200.0, 0.0]]
+    doc["signals"] = [{"id": "s", "x_m": 999_010.0, "y_m": 4.0, "stop_line": [[999_008.0, 0.0], [999_008.0, 0.1]],
+                       "phases": [{"state": "red", "duration_us": 1_000_000}]}]
+    from simforge_ros.engine import Engine
+
+    engine = Engine(load_scenario(write_doc(doc)), 0, width=64, height=36)
+    engine.advance(0.0, 1.0, 5)
+    frame = engine.render(engine.cameras[0], engine.t_us)
+    assert frame.pixels.shape == (36, 64, 3) and frame.pixels.std() > 0  # the road and sky drawn, not blank
