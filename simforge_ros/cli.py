@@ -34,6 +34,7 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS
+from simforge_ros.params import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
@@ -82,7 +83,7 @@ def _latency_us(text: str | None) -> int:
         value = Decimal(text) * 1000
     except InvalidOperation:
         raise ConfigError.single("--latency-ms", "latency", "a number of milliseconds", text) from None
-    if value < 0 or value != value.to_integral_value():
+    if not value.is_finite() or value < 0 or value != value.to_integral_value():
         raise ConfigError.single("--latency-ms", "latency", "a whole number of microseconds >= 0", text)
     return int(value)
 
@@ -167,6 +168,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError.single(
             "SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario
         )
+    if args.seed is not None and not 0 <= args.seed <= INT64[1]:
+        raise ConfigError.single("--seed", "seed", f"an integer in [0, {INT64[1]}]", args.seed)
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
     driver = args.driver if args.driver is not None else options.get("driver", "route")

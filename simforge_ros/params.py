@@ -10,6 +10,7 @@ converted exactly or refused with ``rate_not_multiple``. A default of ``None`` m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,13 @@ class ParamSpec:
     default: Any
     doc: str
     positive: bool = False  # a size, a count or a wall-clock limit: must be > 0
+    minimum: int | None = None  # ints only, with maximum: the range the value must lie in
+    maximum: int | None = None
+
+
+# ROS 2 integer parameters are int64; the seeds travel as uint64 in Step and Decide
+INT64 = (-(2**63), 2**63 - 1)
+MAX_IMAGE_SIDE = 8192  # pixels: an 8K frame; a typo past it would render gigabytes a step
 
 
 def _period(name: str, default_us: int | None, doc: str, positive: bool = False) -> tuple[ParamSpec, ParamSpec]:
@@ -44,7 +52,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         *_period("decision", DEFAULT_DECISION_US, "decision interval: step k is at k * decision_us"),
         ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us"),
         *_period("latency", 0, "driver latency, a whole number of steps"),
-        ParamSpec("seed", "int", 0, "run seed, handed to every participant"),
+        ParamSpec("seed", "int", 0, "run seed, handed to every participant", minimum=0),
         ParamSpec("run_id", "str", "", "run id (bookkeeping only; never hashed)"),
         ParamSpec("participant_timeout_ms", "int", 10_000, "wall-clock limit of one call after step 0", positive=True),
         ParamSpec("startup_timeout_ms", "int", 30_000,
@@ -61,8 +69,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         *_period("tick", DEFAULT_TICK_US, "engine tick", positive=True),
         *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
-        ParamSpec("width", "int", 320, "camera image width, pixels", positive=True),
-        ParamSpec("height", "int", 180, "camera image height, pixels", positive=True),
+        ParamSpec("width", "int", 320, "camera image width, pixels", positive=True, maximum=MAX_IMAGE_SIDE),
+        ParamSpec("height", "int", 180, "camera image height, pixels", positive=True, maximum=MAX_IMAGE_SIDE),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
     "driver": (
@@ -74,7 +82,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("samples", "int", 1, "torch planner: trajectory samples", positive=True),
         ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
         ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
-        ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights"),
+        ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights", minimum=0),
         ParamSpec("cameras", "str_list", ["front", "left", "rear", "right"], "torch planner cameras"),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
@@ -119,9 +127,16 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     }[item.kind]
     if not ok:
         raise ConfigError.single(source, f"{node}.{name}", f"a value of type {item.kind}", value)
+    if item.kind == "float" and not math.isfinite(value):
+        raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
     if item.positive and value <= 0:
         form = "an integer > 0" if item.kind == "int" else "a number > 0"
         raise ConfigError.single(source, f"{node}.{name}", form, value)
+    if item.kind == "int":
+        low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
+        high = item.maximum if item.maximum is not None else INT64[1]
+        if not low <= value <= high:
+            raise ConfigError.single(source, f"{node}.{name}", f"an integer in [{low}, {high}]", value)
     return float(value) if item.kind == "float" else value
 
 

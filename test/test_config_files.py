@@ -37,6 +37,26 @@ def test_a_wrong_parameter_is_reported_with_node_field_and_form():
     assert len(err.value.problems) == 3
 
 
+@pytest.mark.parametrize(("node", "name", "value", "expected"), [
+    # a seed travels as uint64 in Step and Decide: -1 failed inside rclpy's message code
+    ("clock_master", "seed", -1, "an integer in [0, 9223372036854775807]"),
+    ("clock_master", "seed", 2**64, "an integer in [0, 9223372036854775807]"),
+    ("driver", "weights_seed", -3, "an integer in [0, 9223372036854775807]"),
+    ("clock_master", "participant_timeout_ms", 2**63, "an integer in [1, 9223372036854775807]"),
+    # a typo past 8K rendered gigabytes a step
+    ("sim_bridge", "width", 100_000, "an integer in [1, 8192]"),
+    ("clock_master", "pose_tolerance_m", float("nan"), "a finite number"),
+    ("clock_master", "decision_s", float("inf"), "a finite number"),
+])
+def test_a_value_out_of_its_range_is_refused_with_the_range(node, name, value, expected):
+    with pytest.raises(ConfigError) as err:
+        validate({node: {name: value}}, "f.yaml")
+    assert str(err.value).startswith(f"f.yaml: {node}.{name}: expected {expected}, got ")
+    edge = {"seed": 2**63 - 1, "weights_seed": 0, "participant_timeout_ms": 1, "width": 8192}.get(name)
+    if edge is not None:  # the bound itself is accepted
+        assert validate({node: {name: edge}}, "f.yaml")[node][name] == edge
+
+
 def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
     tree = ast.parse(source)
