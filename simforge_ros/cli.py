@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
-from simforge_ros.core.faults import FORMS
+from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.params import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
 
@@ -214,6 +214,10 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}  {status}", flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)
+        if result.status == "counted":
+            for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
+                print(f"simforge: note: {fault.spec()} did not fire: the run ended after {result.steps} steps",
+                      file=sys.stderr)
     failed = [r for r in results if r.status != "counted"]
     if not failed:
         return 0

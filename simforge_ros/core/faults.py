@@ -78,6 +78,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "lose_answer": re.compile(rf"lose_answer=(?P<node>[A-Za-z_]+)@{_STEP}"),
     "flip_pixel": re.compile(rf"flip_pixel=(?P<camera>[A-Za-z0-9_]+)@{_STEP}"),
 }
+# Past these a fault breaks the arithmetic (a 1e300 m perturbation overflowed the
+# renderer) instead of the contract it is meant to exercise.
+MAX_MAGNITUDE = 1_000_000.0  # metres, EPS
+MAX_OFFSET_US = 86_400_000_000  # a day
 _ALL_FORMS = "one of " + ", ".join(FORMS.values()) + f" (K a step >= 0, NODE in {', '.join(NODES)})"
 
 
@@ -150,6 +154,10 @@ def parse_fault(spec: str) -> Fault:
     reals = [groups[k] for k in ("m", "deg", "ms", "eps") if groups.get(k) is not None]
     if not all(math.isfinite(float(r)) for r in reals):
         raise _bad(spec, expected.replace(")", ", values finite)", 1))
+    if any(abs(float(groups[k])) > MAX_MAGNITUDE for k in ("m", "eps") if groups.get(k) is not None):
+        raise _bad(spec, expected.replace(")", f", values within ±{MAX_MAGNITUDE:.0f})", 1))
+    if groups.get("us") is not None and abs(int(groups["us"])) > MAX_OFFSET_US:
+        raise _bad(spec, expected.replace(")", f", US within ±{MAX_OFFSET_US})", 1))
     step = int(groups["step"]) if groups.get("step") is not None else None
     if kind == "rig_offset":
         return Fault(kind, offset_m=float(groups["m"]), offset_deg=float(groups["deg"]))
@@ -216,6 +224,18 @@ class FaultPlan:
     def for_node(self, node_name: str) -> FaultPlan:
         """The faults ``node_name`` injects (empty for a node that injects none)."""
         return FaultPlan(tuple(f for f in self.faults if node_name in f.targets()))
+
+    def unfired(self, steps: int) -> list[Fault]:
+        """The faults a run of ``steps`` counted steps never reached: a plan that was meant
+        to break the run and did not, which a user should hear about."""
+        def reached(f: Fault) -> bool:
+            if f.step is None:
+                return True
+            if f.kind == "lose_answer" and f.node == "recorder":
+                return f.step == steps  # the recorder's one answer, to Finish of `steps` steps
+            return f.step < steps
+
+        return [f for f in self.faults if not reached(f)]
 
     def at(self, kind: str, step: int) -> Fault | None:
         """The fault of ``kind`` at ``step``, or None.

@@ -75,6 +75,10 @@ class SimBridge:
         if any(c not in known for c in self._cameras) or len(set(self._cameras)) != len(self._cameras):
             raise ConfigError.single(NAME, "cameras", f"a list of distinct cameras from {', '.join(known)}",
                                      list(self._cameras))
+        for fault in faults:
+            if fault.kind == "flip_pixel" and fault.camera not in self._cameras:
+                raise ConfigError.single(NAME, "faults", "flip_pixel=CAMERA@K with CAMERA one of the cameras it "
+                                         f"renders ({', '.join(self._cameras) or 'none'})", fault.spec())
         self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults))
         self._faults = faults
         jitter = faults.first("jitter")

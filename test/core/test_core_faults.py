@@ -57,6 +57,11 @@ def test_other_number_spellings_are_accepted() -> None:
         "lose_answer=clock_master@0",
         "explode@3",
         "",
+        # past the arithmetic: 1e300 m overflowed the renderer instead of failing the contract
+        "perturb_state=1e300@1",
+        "perturb_action=-2e6@1",
+        "rig_offset=1000001,0",
+        "time_offset=86400000001@1",
     ],
 )
 def test_bad_specs_are_config_errors(spec: str) -> None:
@@ -112,3 +117,12 @@ def test_a_lost_answer_goes_to_the_named_node_only() -> None:
     assert plan.for_node("sim_bridge").specs() == ["lose_answer=sim_bridge@0"]
     assert plan.for_node("recorder").specs() == ["lose_answer=recorder@30"]
     assert parse_fault("lose_answer=driver@7") == Fault("lose_answer", 7, node="driver")
+
+
+def test_faults_a_counted_run_never_reached_are_named() -> None:
+    plan = FaultPlan.parse(["stale_frame@2", "drop_frame@3", "jitter=1", "lose_answer=recorder@3",
+                            "lose_answer=driver@9", "kill=recorder@3"])
+    assert [f.spec() for f in plan.unfired(3)] == ["drop_frame@3", "lose_answer=driver@9", "kill=recorder@3"]
+    # the recorder's one answer is to Finish of K steps: it fires only when the run has K
+    assert [f.spec() for f in plan.unfired(4)] == ["lose_answer=recorder@3", "lose_answer=driver@9"]
+    assert FaultPlan.parse(["rig_offset=1000000,0", "perturb_state=-1e6@0"])  # the bounds themselves parse

@@ -226,6 +226,11 @@ def test_cli_run_json_and_exit_codes(tmp_path):
                        "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert refused.returncode == 12
     assert "refused:missing_frame at step 3" in refused.stdout
+    # a fault the run never reached is named, not silently counted as injected
+    unfired = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--inject", "drop_frame@7",
+                       "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert unfired.returncode == 0
+    assert "simforge: note: drop_frame@7 did not fire: the run ended after 3 steps" in unfired.stderr
 
 
 @pytest.mark.parametrize(
@@ -288,6 +293,9 @@ _NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
         ("processes", {"clock_master": {"steps": -3}}, "clock_master: steps: expected an integer >= 0, got -3"),
         ("processes", {"recorder": {"storage": "parquet"}},
          "recorder: storage: expected one of mcap, sqlite3, got 'parquet'"),
+        # a fault on a camera the bridge does not render never fired, and the run was counted
+        ("single", {"sim_bridge": {"faults": ["flip_pixel=left@1"]}},
+         "sim_bridge: faults: expected flip_pixel=CAMERA@K with CAMERA one of the cameras it renders (chase, front)"),
     ],
 )
 def test_a_node_that_cannot_start_is_a_config_error_naming_its_field_at_once(tmp_path, layout, sets, needle):
