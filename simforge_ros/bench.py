@@ -514,6 +514,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simforge bench: --deadline-s must be a number of seconds > 0, got {args.deadline_s!r}",
               file=sys.stderr)
         return EXIT_USAGE
+    out = Path(args.out)
+    try:  # before minutes of measuring, not after
+        out.parent.mkdir(parents=True, exist_ok=True)
+        existed = out.exists()
+        with out.open("a"):  # what writing it will need, tried (os.access says yes to root)
+            pass
+        if not existed:
+            out.unlink()
+    except OSError as err:
+        print(f"simforge bench: --out: expected a JSON file simforge can write ({err.strerror}), got {args.out!r}",
+              file=sys.stderr)
+        return EXIT_USAGE
     plan = Plan.make(args.quick)
     # as every node process does: the no-ROS baseline renders with the same allocator settings
     tune_process()
@@ -528,10 +540,12 @@ def main(argv: list[str] | None = None) -> int:
             except BenchTransport as err:
                 print(f"simforge bench: refused: {err.code}: {err}; no JSON is written", file=sys.stderr)
                 return EXIT_FAILURE
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
-    print(table(doc))
+    print(table(doc))  # the figures first: a write that fails now still leaves them on screen
+    try:
+        out.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    except OSError as err:
+        print(f"simforge bench: could not write {out}: {err.strerror}", file=sys.stderr)
+        return EXIT_FAILURE
     print(f"\nwritten: {out}")
     return 0
 

@@ -34,7 +34,7 @@ import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS, FaultPlan
-from simforge_ros.params import INT64
+from simforge_ros.core.limits import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.limits import IMAGE_SIDE, INT64
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 
 
@@ -34,10 +35,6 @@ class ParamSpec:
     minimum: int | None = None  # ints only, with maximum: the range the value must lie in
     maximum: int | None = None
 
-
-# ROS 2 integer parameters are int64; the seeds travel as uint64 in Step and Decide
-INT64 = (-(2**63), 2**63 - 1)
-MAX_IMAGE_SIDE = 8192  # pixels: an 8K frame; a typo past it would render gigabytes a step
 
 
 def _period(name: str, default_us: int | None, doc: str, positive: bool = False) -> tuple[ParamSpec, ParamSpec]:
@@ -69,8 +66,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         *_period("tick", DEFAULT_TICK_US, "engine tick", positive=True),
         *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
-        ParamSpec("width", "int", 320, "camera image width, pixels", positive=True, maximum=MAX_IMAGE_SIDE),
-        ParamSpec("height", "int", 180, "camera image height, pixels", positive=True, maximum=MAX_IMAGE_SIDE),
+        ParamSpec("width", "int", 320, "camera image width, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
+        ParamSpec("height", "int", 180, "camera image height, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
     "driver": (

@@ -262,6 +262,18 @@ def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
     assert "--deadline-s must be a number of seconds > 0" in capsys.readouterr().err
 
 
+def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys, monkeypatch):
+    """It used to measure for minutes and then end in an unexpected error, figures lost."""
+    monkeypatch.setattr(bench, "measure_all", lambda plan: pytest.fail("measured before checking --out"))
+    (tmp_path / "a_file").write_text("")
+    assert bench.main(["--quick", "--out", str(tmp_path / "a_file" / "bench.json")]) == 2
+    assert bench.main(["--quick", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    said = "simforge bench: --out: expected a JSON file simforge can write"
+    assert [line.split(" (")[0] for line in err] == [said, said]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing left behind
+
+
 def test_a_transport_peer_that_will_not_leave_is_terminated_then_killed():
     from simforge_ros.benchmarks.transport import _end_peer
 

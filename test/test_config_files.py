@@ -44,7 +44,8 @@ def test_a_wrong_parameter_is_reported_with_node_field_and_form():
     ("driver", "weights_seed", -3, "an integer in [0, 9223372036854775807]"),
     ("clock_master", "participant_timeout_ms", 2**63, "an integer in [1, 9223372036854775807]"),
     # a typo past 8K rendered gigabytes a step
-    ("sim_bridge", "width", 100_000, "an integer in [1, 8192]"),
+    ("sim_bridge", "width", 100_000, "an integer in [2, 8192]"),
+    ("sim_bridge", "height", 1, "an integer in [2, 8192]"),  # the renderer needs 2: 1 failed as a bad scenario
     ("clock_master", "pose_tolerance_m", float("nan"), "a finite number"),
     ("clock_master", "decision_s", float("inf"), "a finite number"),
 ])

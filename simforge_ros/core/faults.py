@@ -28,6 +28,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.limits import MAX_MAGNITUDE
+from simforge_ros.core.limits import MAX_TIME_US as MAX_OFFSET_US
 
 NODES: tuple[str, ...] = ("sim_bridge", "driver", "recorder")
 """The nodes a kill, stall or lose_answer fault may name."""
@@ -78,10 +80,6 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     "lose_answer": re.compile(rf"lose_answer=(?P<node>[A-Za-z_]+)@{_STEP}"),
     "flip_pixel": re.compile(rf"flip_pixel=(?P<camera>[A-Za-z0-9_]+)@{_STEP}"),
 }
-# Past these a fault breaks the arithmetic (a 1e300 m perturbation overflowed the
-# renderer) instead of the contract it is meant to exercise.
-MAX_MAGNITUDE = 1_000_000.0  # metres, EPS
-MAX_OFFSET_US = 86_400_000_000  # a day
 _ALL_FORMS = "one of " + ", ".join(FORMS.values()) + f" (K a step >= 0, NODE in {', '.join(NODES)})"
 
 

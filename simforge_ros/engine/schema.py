@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from simforge_ros.core.limits import MAX_MAGNITUDE, MAX_TIME_US
 from simforge_ros.core.values import Pose2D
 from simforge_ros.engine.geometry import wrap_angle
 from simforge_ros.engine.scenario import (
@@ -42,10 +43,6 @@ ACTOR_DEFAULTS = {  # kind -> (length_m, width_m, height_m, color)
     "pedestrian": (0.5, 0.5, 1.75, (230, 150, 40)),
 }
 _ID = re.compile(r"^[A-Za-z0-9_\-]+$")
-# Bounds a driving scene stays well inside; beyond them the engine's and renderer's float
-# arithmetic overflows (a coordinate of 1e308 drew as infinity) instead of refusing the file.
-MAX_MAGNITUDE = 1_000_000.0  # metres, m/s, radians, ...
-MAX_TIME_US = 86_400_000_000  # a day
 MIN_SEGMENT_M = 0.1  # consecutive points of a line: a zero-length segment has no direction
 
 

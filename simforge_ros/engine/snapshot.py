@@ -114,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown camera(s) {unknown}; known: {', '.join(CAMERA_NAMES)}")
     try:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        say("render", f"--out: expected a directory simforge can create ({err.strerror}), got {args.out!r}")
+        return EXIT_USAGE
+    try:
         sc = load_scenario(args.scenario)
         written: list[Path] = []
         if not args.topdown_only:

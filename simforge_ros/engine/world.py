@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simforge_ros.core.limits import IMAGE_SIDE
 from simforge_ros.core.timing_contract import DEFAULT_TICK_US
 from simforge_ros.core.values import FrameStamp, Pose2D, VehicleState
 from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS
@@ -92,8 +93,8 @@ class Engine:
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
         for label, v in (("width", width), ("height", height)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 2:
-                raise ValueError(f"{label} must be an integer >= 2, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not IMAGE_SIDE[0] <= v <= IMAGE_SIDE[1]:
+                raise ValueError(f"{label} must be an integer in [{IMAGE_SIDE[0]}, {IMAGE_SIDE[1]}], got {v!r}")
         self.scenario = scenario
         self.seed = seed
         self.tick_us = tick_us

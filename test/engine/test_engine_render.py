@@ -121,6 +121,7 @@ def test_png_roundtrip_and_snapshot(tmp_path):
                         "a step is 100000 us), got 221"),
     (["--step", "-1"], "got -1"),
     (["--step", "3", "--decision-us", "33333"], "decision_us 33333 must be a positive multiple of tick_us 20000"),
+    (["--step", "3", "--width", "99999"], "width must be an integer in [2, 8192], got 99999"),
 ])
 def test_render_refuses_a_step_outside_the_scenario_in_one_line(tmp_path, capsys, args, said):
     assert main(["right_turn", "--out", str(tmp_path), "--no-topdown", *args]) == 2
@@ -132,3 +133,10 @@ def test_render_refuses_a_step_outside_the_scenario_in_one_line(tmp_path, capsys
 def test_render_at_the_scenarios_last_step(tmp_path):
     engine = drive_to_step(load_scenario("right_turn"), 220)
     assert engine.t_us == 22_000_000
+
+
+def test_render_refuses_an_out_it_cannot_create_before_drawing(tmp_path, capsys):
+    (tmp_path / "a_file").write_text("")
+    assert main(["right_turn", "--step", "3", "--out", str(tmp_path / "a_file" / "pngs")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simforge render: --out: expected a directory simforge can create (") and err.count("\n") == 1

@@ -1,0 +1,21 @@
+"""The ranges every input is held to, in one place: the scenario schema, the nodes'
+parameters and the fault specs refuse a value past them naming its field.
+
+Past these the arithmetic breaks instead of the contract: a coordinate of 1e308 drew as
+infinity, a seed of -1 failed inside rclpy's message code, a typo'd image width rendered
+gigabytes a step.
+"""
+
+from __future__ import annotations
+
+INT64 = (-(2**63), 2**63 - 1)
+"""ROS 2 integer parameters are int64 (the seeds travel as uint64 in Step and Decide)."""
+
+MAX_MAGNITUDE = 1_000_000.0
+"""Any physical number of a scene or a fault: metres, m/s, radians."""
+
+MAX_TIME_US = 86_400_000_000
+"""A day: any time or time offset in a scenario or a fault."""
+
+IMAGE_SIDE = (2, 8192)
+"""Camera image width and height in pixels: the renderer needs 2, 8192 is an 8K frame."""
