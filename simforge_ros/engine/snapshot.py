@@ -1,9 +1,16 @@
-"""Write camera and top-down PNGs of a scenario (docs, debugging, eyeballing a change).
+"""Write camera and top-down PNGs of a scenario (docs, debugging, eyeballing a change),
+or the camera frames a kept run recorded at a step.
 
     simforge render right_turn --step 60 --out docs/
 
 drives the scenario with the RouteFollower in lockstep (decide every decision_us, hold for
 decision_us / tick_us ticks) to the step, renders the cameras there and draws the top-down map.
+
+    simforge render RUN --step 10 --out /tmp/look/
+
+writes the frames RUN's step 10 names, read from its bag (what its driver was given), as
+``<run_id>_step10_<camera>.png``, each checked against the digest steps.jsonl chained for
+it (exit 1 if one differs).
 """
 
 from __future__ import annotations
@@ -98,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="simforge render", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("scenario", help="scenario name or path to a .yaml file")
-    parser.add_argument("--step", type=int, default=60, help="decision step to render at (default 60)")
-    parser.add_argument("--out", default="docs", help="output directory (default docs)")
-    parser.add_argument("--cameras", default="chase,front", help=f"comma list from {','.join(CAMERA_NAMES)}")
+    parser.add_argument("scenario", help="scenario name, path to a .yaml file, or a kept run's directory")
+    parser.add_argument("--step", type=int, default=None,
+                        help="decision step (default 60; for a run: its last step if refused, else 0)")
+    parser.add_argument("--out", default=None, help="output directory (default docs; for a run: .)")
+    parser.add_argument("--cameras", default=None,
+                        help=f"comma list from {','.join(CAMERA_NAMES)} (default chase,front; for a run: "
+                             "every frame the step names)")
     parser.add_argument("--decision-us", type=int, default=DEFAULT_DECISION_US)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--width", type=int, default=320)
@@ -109,10 +119,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-topdown", action="store_true", help="skip <scenario>_topdown.png")
     parser.add_argument("--topdown-only", action="store_true", help="write only <scenario>_topdown.png")
     args = parser.parse_args(argv)
-    cameras = [c for c in args.cameras.split(",") if c]
+    cameras = [c for c in (args.cameras or "chase,front").split(",") if c]
+    if Path(args.scenario).is_dir():  # a kept run: its cameras are what its steps name
+        if args.topdown_only:
+            parser.error("--topdown-only draws a scenario, not a run")
+        return _render_run(Path(args.scenario), args.step, args.out or ".", cameras if args.cameras else None)
     unknown = [c for c in cameras if c not in CAMERA_NAMES]
     if unknown:
         parser.error(f"unknown camera(s) {unknown}; known: {', '.join(CAMERA_NAMES)}")
+    args.out = args.out or "docs"
+    args.step = 60 if args.step is None else args.step
     try:
         Path(args.out).mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -132,6 +148,36 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     for p in written:
         print(p)
+    return 0
+
+
+def _render_run(path: Path, step: int | None, out: str, cameras: list[str] | None) -> int:
+    """Write the frames a kept run recorded at ``step``; 1 when one differs from the digest
+    steps.jsonl chained for it, 2 when the run, step or cameras cannot be read."""
+    from simforge_ros.core.errors import EXIT_FAILURE, SimforgeError
+    from simforge_ros.record.frames import FramesError, default_step, frames_at
+    from simforge_ros.record.rundir import load_run
+
+    try:
+        run = load_run(path)
+        at = default_step(run) if step is None else step
+        frames = frames_at(run, at, cameras)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        run_id = run.manifest["run_id"]
+        written = [(write_png(Path(out) / f"{run_id}_step{at}_{f.camera}.png", f.pixels), f) for f in frames]
+    except FramesError as err:
+        say("render", f"{path}: {err}")
+        return EXIT_USAGE
+    except (SimforgeError, OSError) as err:  # RunDirError, BagError: one line, never a traceback
+        say("render", err)
+        return EXIT_USAGE
+    for png, frame in written:
+        seen = "as chained" if frame.matches else f"DIFFERS from the chained {frame.chained}"
+        print(f"{png}  {frame.camera} t={frame.t_us} us  sha256 {frame.digest[:16]} {seen}")
+    bad = [f.camera for _, f in written if not f.matches]
+    if bad:
+        say("render", f"{path}: the bag's {', '.join(bad)} frame of step {at} is not the one the recorder chained")
+        return EXIT_FAILURE
     return 0
 
 

@@ -16,7 +16,7 @@ import struct
 import sys
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -358,8 +358,10 @@ class BagMessage:
     msg: Any  # rosbags dataclass instance
 
 
-def read_bag(path: Path) -> Iterator[BagMessage]:
-    """Every message of a bag in log-time order, deserialised.
+def read_bag(path: Path, topics: Collection[str] | None = None, start_ns: int | None = None,
+             stop_ns: int | None = None) -> Iterator[BagMessage]:
+    """Every message of a bag in log-time order, deserialised; only ``topics`` and log
+    times in [start_ns, stop_ns) when given (the reader skips the rest unread).
 
     Raises:
         BagError: the bag is missing, truncated or holds undecodable data.
@@ -369,7 +371,11 @@ def read_bag(path: Path) -> Iterator[BagMessage]:
     store = typestore()
     try:
         with Reader(path) as reader:
-            for conn, t_ns, raw in reader.messages():
+            # rosbags reads an empty connection filter as "all": no matching topic reads nothing
+            chosen = () if topics is None else [c for c in reader.connections if c.topic in topics]
+            if topics is not None and not chosen:
+                return
+            for conn, t_ns, raw in reader.messages(connections=chosen, start=start_ns, stop=stop_ns):
                 try:
                     msg = store.deserialize_cdr(raw, conn.msgtype)
                 except Exception as err:
