@@ -243,7 +243,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--latency-ms", "0.0001"], "--latency-ms"),
         (["run", "right_turn", "--latency-ms", "nan"], "--latency-ms: latency: expected a whole number"),
         (["run", "right_turn", "--seed", "-1"], "--seed: seed: expected an integer in [0, "),
-        (["run", "right_turn", "--set", "sim_bridge.width=100000"], "sim_bridge.width: expected an integer in [1,"),
+        (["run", "right_turn", "--set", "sim_bridge.width=100000"], "sim_bridge.width: expected an integer in [2,"),
         (["run", "right_turn", "--layout", "single", "--inject", "kill=driver@3"], "only with --layout processes"),
         (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
         (["run", "right_turn", "--set", "sim_bridge.tick_us=-5"], "sim_bridge.tick_us: expected an integer > 0"),
