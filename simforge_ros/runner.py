@@ -144,14 +144,47 @@ def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> No
     path.write_text(yaml.safe_dump(doc, sort_keys=True))
 
 
+DISK_FULL_BYTES = 1 << 20
+"""Less free space than this on a refused run's disk: the likely reason, said with it."""
+
+
+def _disk_full(out_dir: Path) -> str:
+    """A note that the run's disk is (nearly) full, or ""."""
+    from simforge_ros.record.room import free_bytes
+
+    free = free_bytes(out_dir)
+    if free >= DISK_FULL_BYTES:
+        return ""
+    return f"the disk of {out_dir} is full ({free} bytes free): what could be written is kept"
+
+
+def _kept_chain(steps_file: Path) -> tuple[int, str]:
+    """(complete records, the last one's chain digest) of a steps.jsonl whose recorder
+    wrote no manifest: what was chained before the run broke."""
+    try:
+        data = steps_file.read_bytes()
+    except OSError:
+        return 0, ""
+    lines = data[:data.rfind(b"\n") + 1].splitlines()
+    try:
+        last = json.loads(lines[-1]).get("digest", "") if lines else ""
+    except (json.JSONDecodeError, AttributeError):
+        last = ""
+    return len(lines), str(last)
+
+
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:
     manifest_path = spec.out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
     if outcome is None:
         code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
-        outcome = {"status": "refused", "steps": manifest["steps"] if manifest else 0, "chain_digest": "",
+        kept, chain = (manifest["steps"], manifest["chain_digest"]) if manifest else _kept_chain(
+            spec.out_dir / "steps.jsonl")
+        outcome = {"status": "refused", "steps": kept, "chain_digest": chain,
                    "refusal": {"code": code, "step": -1, "detail": f"clock master exited with {exit_code}"}}
     refusal = outcome["refusal"]
+    if refusal is not None and (full := _disk_full(spec.out_dir)):
+        refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
     if manifest is not None and refusal is None and manifest["refusal"] is not None:
         refusal = manifest["refusal"]
     status = "counted" if refusal is None and exit_code == 0 else "refused"
@@ -177,6 +210,8 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         ConfigError: bad parameters (nothing was started).
     """
     params = node_params(spec)
+    if spec.record:
+        _check_room(spec.out_dir, params)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
     params_file = spec.out_dir / "params.yaml"
     write_params_file(params_file, params)
@@ -188,6 +223,22 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         if spec.layout == "processes":
             return _run_processes(spec, params_file, lease, on_step)
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a recorded run whose record clearly cannot fit on its disk, before it starts.
+
+    Raises:
+        ConfigError: on ``--out``, with the estimate and the free space.
+    """
+    from simforge_ros.record.room import estimate, free_bytes, megabytes
+
+    need = estimate(params)
+    free = free_bytes(out_dir)
+    if need is not None and need.bytes > free:
+        raise ConfigError.single("--out", "out", f"a disk with room for the run's record ({need.describe()}; "
+                                 f"{megabytes(free)} free: fewer --steps or cameras, or another --out)",
+                                 str(out_dir.parent))
 
 
 def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id: int) -> None:

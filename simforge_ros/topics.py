@@ -13,6 +13,9 @@ NODE_PARAMS = "/simforge/node_params"
 # std_msgs/UInt64: steps the recorder has chained so far (wall-clock paced, never recorded);
 # the clock master keeps its lead over the recorder bounded with it (core.backlog)
 RECORDED = "/simforge/recorded"
+# std_msgs/String, latched: why the recorder could not write the run's record (a full
+# disk); the clock master refuses the run at its next step instead of running on unrecorded
+RECORDER_FAILURE = "/simforge/recorder_failure"
 # published once a step, all by the clock master: what a recorder must hear from the start
 STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 

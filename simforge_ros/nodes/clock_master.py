@@ -29,7 +29,7 @@ from rclpy.executors import Executor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node, NodeNameNonExistentError
 from rosgraph_msgs.msg import Clock
-from std_msgs.msg import UInt64
+from std_msgs.msg import String, UInt64
 
 from simforge_ros import topics
 from simforge_ros.core.backlog import RecorderBacklog
@@ -260,6 +260,9 @@ class ClockMaster:
         self._pauses = 0  # times the loop waited for the recorder, and how long (wall)
         self._pause_ns = 0
         self._progress_sub = self.node.create_subscription(UInt64, topics.RECORDED, self._on_recorded, PROGRESS_QOS)
+        self._recorder_failure: str | None = None
+        self._failure_sub = self.node.create_subscription(
+            String, topics.RECORDER_FAILURE, self._on_recorder_failure, LATCHED_QOS)
         self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
         self._executor: Executor | None = None
         self._step = -1
@@ -273,6 +276,9 @@ class ClockMaster:
     def _on_recorded(self, msg: UInt64) -> None:
         self._backlog.note_recorded(int(msg.data))
 
+    def _on_recorder_failure(self, msg: String) -> None:
+        self._recorder_failure = str(msg.data)
+
     def _on_params(self, info: dict[str, Any]) -> None:
         """Learn each participant's process from its latched parameters (before it answers)."""
         peer, process = self._peers.get(str(info.get("node"))), info.get("process")
@@ -281,7 +287,10 @@ class ClockMaster:
 
     def _watch_recorder(self, step: int) -> None:
         """Refuse at once when the recorder is gone: the run would go on unrecorded, and
-        only the Finish call, after every step, would find out."""
+        only the Finish call, after every step, would find out. So is one that cannot write
+        the record (a full disk)."""
+        if self._recorder_failure is not None:
+            raise ParticipantError(step, f"recorder: {self._recorder_failure}")
         now = time.monotonic()
         if now < self._watch_at:
             return
@@ -631,9 +640,12 @@ def main(argv: list[str] | None = None) -> int:
         outcome = clock.run(executor)
         # give the final status time to reach the participants before the node goes away
         spin_until(executor, lambda: False, 0.3)
-        if outcome.refusal is not None:
-            print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
-        print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
+        try:
+            if outcome.refusal is not None:
+                print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
+            print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
+        except OSError:  # a full disk under the log: the exit status still names the refusal
+            pass
         exit_if_stuck(TEARDOWN_S, outcome.exit_code)  # the outcome is out (see exit_if_stuck)
         close_nodes(executor, [clock.node])
         return outcome.exit_code

@@ -14,6 +14,7 @@ Memory stays flat: each step record goes to steps.jsonl, only the latest is kept
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -48,7 +49,7 @@ from simforge_ros.nodes.common import (
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, typestore
+from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, write_json
 from simforge_ros.srv import Finish
@@ -130,6 +131,8 @@ class Recorder:
         self._progress: Future | None = None
         self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
         self._written = False
+        self._failure: str | None = None  # why writing the record failed (see _fail)
+        self._failure_pub = self.node.create_publisher(String, topics.RECORDER_FAILURE, LATCHED_QOS)
         self._finishing: Future | None = None  # the Finish answer, once under way (see _on_finish)
         self._answered_at: float | None = None  # time.monotonic() when Finish was answered
         self._final = False  # the clock master's final status has arrived
@@ -196,7 +199,10 @@ class Recorder:
         self._topics[topic] = (type_name, part)
 
         def _cb(raw: bytes) -> None:
-            self._on_message(topic, type_name, part, raw)
+            try:
+                self._on_message(topic, type_name, part, raw)
+            except (BagError, OSError) as err:
+                self._fail(err)
         return self.node.create_subscription(msg_type, topic, _cb, qos, raw=True)
 
     def take(self, topic: str, raw: bytes) -> bool:
@@ -212,8 +218,21 @@ class Recorder:
         """Write the manifest of a refused run now, without a Finish (record.salvage)."""
         self._write(run_id, False, refusal, expected)
 
+    def _fail(self, err: BaseException) -> None:
+        """Writing the record failed (a full disk): stop writing, keep what is in the files,
+        and tell the clock master, which refuses the run at its next step. Before, the
+        error escaped the callback: a FATAL traceback, and the run went on unrecorded."""
+        if self._failure is not None:
+            return
+        cause = err.__cause__ if isinstance(err, BagError) and err.__cause__ is not None else err
+        reason = f"{type(cause).__name__}: {cause}"
+        self._failure = f"writing the run's record failed after {self.assembler.steps_done} steps ({reason})"
+        self._failure_pub.publish(String(data=self._failure))
+        with contextlib.suppress(OSError):  # the log may be on the same full disk
+            print(f"{NAME}: {self._failure}", file=sys.stderr, flush=True)
+
     def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes) -> None:
-        if self._written:
+        if self._written or self._failure is not None:
             return
         completed: list[dict[str, Any]] = []
         side_done = False  # a camera_info: what a finishing run may be waiting for
@@ -331,7 +350,7 @@ class Recorder:
         expected = int(request.expected_steps)
         wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
         wall_info_deadline: float | None = None
-        while time.monotonic() < wall_deadline:
+        while time.monotonic() < wall_deadline and self._failure is None:  # failed: nothing more comes
             if self.assembler.steps_done < expected:
                 pass
             elif self._infos_behind():
@@ -353,6 +372,9 @@ class Recorder:
         refusal = None
         if status.state != "counted":
             refusal = {"code": status.code, "step": int(status.step), "detail": status.detail}
+        elif self._failure is not None:  # failed at the last step, before the clock master heard
+            refusal = {"code": "participant_error", "step": self.assembler.steps_done,
+                       "detail": f"recorder: {self._failure}"}
         elif missing:
             refusal = {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": "; ".join(missing)}
         counted = refusal is None
@@ -366,6 +388,9 @@ class Recorder:
         response.frames_digest = self.assembler.frames_chain.hexdigest
         response.steps_recorded = self.assembler.steps_done
         response.detail = "" if counted else (refusal or {}).get("detail", "")
+        if self._failure is not None:  # perhaps only now, writing the manifest
+            response.counted = False
+            response.detail = f"recorder: {self._failure}"
         return response
 
     def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int,
@@ -373,8 +398,14 @@ class Recorder:
         if self._written:
             return
         self._written = True
-        self._steps_file.close()
-        self._bag.close()
+        try:
+            self._steps_file.close()
+        except OSError as err:
+            self._fail(err)
+        try:
+            self._bag.close()
+        except (BagError, OSError) as err:
+            self._fail(err)
         last = self.assembler.last_record
         manifest = build_manifest(
             run_id=run_id or self._values["run_id"],
@@ -392,7 +423,12 @@ class Recorder:
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": self._step_ns.tolist()},
         )
-        write_json(self.out_dir / "manifest.json", manifest)
+        if self._failure is not None:
+            manifest["record_failure"] = self._failure
+        try:
+            write_json(self.out_dir / "manifest.json", manifest)
+        except OSError as err:  # atomic: no manifest rather than half of one
+            self._fail(err)
 
     def close(self) -> None:
         """Keep what was recorded even when no Finish came (the clock master died)."""

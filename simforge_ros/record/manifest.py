@@ -119,5 +119,9 @@ def build_manifest(
 def write_json(path: Path, value: Any) -> None:
     """Write atomically: a crash never leaves half a manifest."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk: no half-written file left behind either
+        raise

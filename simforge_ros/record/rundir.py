@@ -56,8 +56,18 @@ class RunDir:
 
     @property
     def bag_path(self) -> Path:
-        """The rosbag2 directory named by the manifest (relative to the run directory)."""
-        return self.path / str(self.manifest["bag"]["path"])
+        """The rosbag2 directory named by the manifest (relative to the run directory).
+
+        Raises:
+            RunDirError: the recorder could not finish writing it (a full disk: the
+                manifest's ``record_failure``); salvage reads what it holds.
+        """
+        path = self.path / str(self.manifest["bag"]["path"])
+        failure = self.manifest.get("record_failure")
+        if failure and not (path / "metadata.yaml").is_file():
+            raise RunDirError(path, f"not completed: {failure}; `simforge salvage {self.path}` makes a usable "
+                                    "run of what it holds")
+        return path
 
     @property
     def status(self) -> str:

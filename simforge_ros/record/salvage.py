@@ -1,7 +1,9 @@
-"""`simforge salvage RUN`: a usable run made of one whose recorder was killed.
+"""`simforge salvage RUN`: a usable run made of one whose recorder was killed, or could
+not finish writing its bag (a full disk: the manifest's ``record_failure``).
 
 A recorder killed outright writes no manifest and leaves its MCAP bag without its footer
-or metadata.yaml, so no tool (verify, diff, rerun, play) can read the run. The bag's
+or metadata.yaml, so no tool (verify, diff, rerun, play) can read the run; one whose disk
+filled up leaves the bag cut off the same way. The bag's
 chunks up to the last one written are intact: each is written whole, uncompressed, with
 the schemas and channels its messages need. This reads the messages of every complete
 chunk, in the order the recorder took them, and feeds them to a fresh recorder, the same
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_steps
@@ -34,6 +37,10 @@ from simforge_ros.tools import parse, say
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 _U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06
+
+
+_WHENEVER = frozenset((topics.STATUS, topics.NODE_PARAMS))
+"""Topics stamped with whatever time the run had reached, not a step's: always kept."""
 
 
 class SalvageError(SimforgeError):
@@ -129,28 +136,35 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
         BagError: its bag cannot be read as far as it goes.
         SalvageError: the salvaged records disagree with ``run``'s steps.jsonl.
     """
-    from simforge_ros.rerun import read_params
-
     if not (run / STEPS).is_file():
         raise RunDirError(run, "not a run the recorder began (no steps.jsonl)")
-    if (run / MANIFEST).exists():
-        raise RunDirError(run / MANIFEST, "present: the run was finished, nothing to salvage")
+    given = _ended(run)
     bags = sorted((run / "bag").glob("*.mcap"))
     if len(bags) != 1:
         raise BagError(f"{run / 'bag'}: expected one .mcap file, found {len(bags)} (only MCAP bags are salvaged)")
     if out.exists():
         raise RunDirError(out, "exists; a salvaged run is written to a new directory")
+    try:
+        return _salvage_into(run, out, bags[0], given)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)  # nothing half-salvaged is left (a full disk)
+        raise
+
+
+def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dict[str, Any]:
+    """salvage() once its checks have passed: ``out`` written, or an error."""
+    from simforge_ros.rerun import read_params
+
     kept = _kept_steps(run / STEPS)
-    prefix = read_mcap_prefix(bags[0])
+    prefix = read_mcap_prefix(bag)
     try:
         run_id = str(read_params(run / "params.yaml")["clock_master"].get("run_id") or run.name)
     except RunDirError:  # no usable parameter file: the directory names the run
         run_id = run.name
-    steps = _replay(prefix, out, run_id, run)
+    steps = _replay(prefix, out, run_id, given)
     agree = min(len(kept), len(steps))
     for mine, theirs in zip(steps[:agree], kept[:agree], strict=True):
         if mine["digest"] != theirs.get("digest"):
-            shutil.rmtree(out)
             raise SalvageError(f"step {mine['step']}: the bag's records chain to {mine['digest'][:16]}, "
                                f"{STEPS} says {str(theirs.get('digest'))[:16]}: the bag and the record disagree")
     for name in ("params.yaml", "logs"):
@@ -184,44 +198,84 @@ def _kept_steps(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _replay(prefix: McapPrefix, out: Path, run_id: str, run: Path) -> list[dict[str, Any]]:
-    """Feed the messages to a fresh recorder writing ``out``; the step records it wrote.
+def _ended(run: Path) -> dict[str, Any]:
+    """How the run ended, for the salvaged manifest: the refusal its manifest holds when the
+    recorder wrote one but could not finish its bag (``record_failure``), else the one the
+    clock master's log says, with what became of the recorder.
 
-    Its node never spins and discovers nothing (a private domain, discovery off): the
-    parameters it publishes on start reach no one.
+    Raises:
+        RunDirError: a finished run, with a complete bag: nothing to salvage.
     """
-    import rclpy
-
-    from simforge_ros.isolation import lease_domain
-    from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.runner import read_outcome
 
+    manifest_path = run / MANIFEST
+    if manifest_path.exists():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            manifest = None
+        failure = manifest.get("record_failure") if isinstance(manifest, dict) else None
+        if not failure or (run / "bag" / "metadata.yaml").is_file():
+            raise RunDirError(manifest_path, "present: the run was finished, nothing to salvage")
+        assert isinstance(manifest, dict)
+        return {**(manifest.get("refusal") or {}), "why": f"the recorder's {failure}"}
     try:
         outcome = read_outcome(run / "logs" / "clock_master.log") or {}
     except json.JSONDecodeError:
         outcome = {}
-    given = outcome.get("refusal") or {}
+    return {**(outcome.get("refusal") or {}), "why": "the recorder was killed"}
+
+
+def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> list[dict[str, Any]]:
+    """Feed the messages to a fresh recorder writing ``out``; the step records it wrote.
+
+    Twice: a first recorder, into a scratch directory, finds how many steps the messages
+    complete (N); the second is fed only what belongs to steps 0..N, the one at t(N)
+    included (a refused run records its refused step's /clock). A recorder that fell behind
+    before it stopped leaves later steps' messages in its bag, which belong to no chained
+    step: a salvaged bag holding them would not verify.
+
+    Its node never spins and discovers nothing (a private domain, discovery off): the
+    parameters it publishes on start reach no one.
+    """
+    import tempfile
+
+    import rclpy
+
+    from simforge_ros.isolation import lease_domain
+    from simforge_ros.nodes.recorder import Recorder
+
+    def feed(messages: Sequence[Message], into: Path, context: Any) -> tuple[int, int]:
+        """(steps completed, decision_us) after ``messages``; ``into`` gets the run."""
+        rclpy.init(args=["--ros-args", "-p", f"out_dir:={into}", "-p", f"run_id:={run_id}"], context=context,
+                   domain_id=lease.domain_id)
+        recorder = Recorder(context)
+        try:
+            for message in messages:
+                recorder.take(message.topic, message.data)
+            done = recorder.assembler.steps_done
+            last = recorder.assembler.last_record
+            decision_us = int(last["timing"]["decision_us"]) if last is not None else 0
+            detail = (f"{given.get('detail') or given['why']}; salvaged {done} steps from the "
+                      f"{prefix.chunks} chunks its bag had written")
+            recorder.conclude(run_id, {"code": given.get("code") or "incomplete_run",
+                                       "step": int(given.get("step", done)), "detail": detail}, done)
+            return done, decision_us
+        finally:
+            recorder.node.destroy_node()
+            rclpy.shutdown(context=context)
+
     with lease_domain() as lease:
         saved = {k: os.environ.get(k) for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR")}
         os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "OFF"
         os.environ["ROS_LOG_DIR"] = lease.env["ROS_LOG_DIR"]
-        context = rclpy.Context()
         try:
-            rclpy.init(args=["--ros-args", "-p", f"out_dir:={out}", "-p", f"run_id:={run_id}"], context=context,
-                       domain_id=lease.domain_id)
-            recorder = Recorder(context)
-            try:
-                for message in prefix.messages:
-                    recorder.take(message.topic, message.data)
-                done = recorder.assembler.steps_done
-                detail = (f"{given.get('detail') or 'the recorder was killed'}; salvaged {done} steps from the "
-                          f"{prefix.chunks} chunks its bag had written")
-                recorder.conclude(run_id, {"code": given.get("code") or "incomplete_run",
-                                           "step": int(given.get("step", done)), "detail": detail}, done)
-            finally:
-                recorder.node.destroy_node()
+            with tempfile.TemporaryDirectory(prefix="simforge-salvage-") as scratch:
+                done, decision_us = feed(prefix.messages, Path(scratch) / "run", rclpy.Context())
+            last_ns = done * decision_us * 1000
+            kept = [m for m in prefix.messages if m.t_ns <= last_ns or m.topic in _WHENEVER]
+            feed(kept, out, rclpy.Context())
         finally:
-            rclpy.shutdown(context=context)
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -259,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimforgeError as err:
         say("salvage", err)
         return EXIT_USAGE
+    except OSError as err:  # writing the salvaged run (a full disk): nothing of it is left
+        say("salvage", f"{args.out or run}: writing the salvaged run failed: {err}")
+        return EXIT_FAILURE
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:

@@ -1,0 +1,73 @@
+"""A recorder that cannot write its record (a full disk, here a file-size limit: the
+same OSError from the same write calls) stops the run at once with a named refusal, keeps
+what it wrote, and leaves a run that salvage turns into one that verifies."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from runs import lockstep, simforge
+
+from simforge_ros.record import room
+
+pytestmark = pytest.mark.ros
+
+LIMIT_BYTES = 3_000_000  # each file the run writes: the bag passes it after ~17 frames
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT_BYTES, LIMIT_BYTES))
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_a_record_that_cannot_be_written_is_refused_at_once_and_kept(tmp_path, layout):
+    exe = Path(sys.executable).with_name("simforge")
+    out = subprocess.run([str(exe), "run", "right_turn", "--steps", "150", "--layout", layout, "--json",
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, preexec_fn=_limited, env=dict(os.environ))
+    assert out.returncode == 18, out.stderr + out.stdout
+    assert "Traceback" not in out.stderr and "FATAL" not in out.stderr
+    result = json.loads(out.stdout)
+    refusal = result["refusal"]
+    assert refusal["code"] == "participant_error"
+    assert refusal["detail"].startswith("recorder: writing the run's record failed after ")
+    assert "File too large" in refusal["detail"]
+    assert refusal["step"] < 60  # stopped at once, not after the 150 steps unrecorded
+    run_dir = Path(result["run_dir"])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    kept = (run_dir / "steps.jsonl").read_text().splitlines()
+    assert manifest["status"] == "refused" and manifest["steps"] == len(kept) == result["steps"] > 0
+    assert manifest["record_failure"] in refusal["detail"]
+    # the bag was cut off: verify says so and what to do; salvage makes a run that verifies
+    verify = simforge("verify", str(run_dir), cwd=tmp_path)
+    assert verify.returncode == 2 and "bag: not completed: writing the run's record failed" in verify.stderr
+    assert f"`simforge salvage {run_dir}`" in verify.stderr
+    salvaged = simforge("salvage", str(run_dir), "--json", cwd=tmp_path)
+    assert salvaged.returncode == 0, salvaged.stderr
+    report = json.loads(salvaged.stdout)
+    assert 0 < report["steps"] <= len(kept) and report["agree"] == report["steps"]
+    again = simforge("verify", report["out"], "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    salvaged_manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    assert salvaged_manifest["refusal"]["code"] == "participant_error"
+    assert salvaged_manifest["refusal"]["detail"].endswith(f"salvaged {report['steps']} steps from the "
+                                                           f"{report['chunks']} chunks its bag had written")
+
+
+def test_the_record_estimate_covers_what_a_run_writes(tmp_path):
+    """The pre-flight estimate (record.room) against the bytes a real run left."""
+    result = lockstep(tmp_path, steps=40, layout="single", sets={"sim_bridge": {"cameras": ["front", "left"]}})
+    assert result.status == "counted"
+    written = sum(p.stat().st_size for p in Path(result.run_dir).rglob("*") if p.is_file())
+    from simforge_ros.runner import RunSpec, node_params
+
+    estimate = room.estimate(node_params(RunSpec(scenario="right_turn", out_dir=tmp_path, run_id="x", steps=40,
+                                                 sets={"sim_bridge": {"cameras": ["front", "left"]}})))
+    assert estimate is not None
+    assert written <= estimate.bytes <= 1.5 * written, (written, estimate.bytes)

@@ -1,0 +1,65 @@
+"""A recorded run that cannot fit on its disk: refused before it starts when the estimate
+says so, and named as a full disk, with what was kept, when the disk fills mid-run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.record import room
+from simforge_ros.runner import RunSpec, _result, node_params, run
+
+
+def _spec(tmp_path: Path, **kw) -> RunSpec:
+    return RunSpec(scenario="right_turn", out_dir=tmp_path / "runs" / "r", run_id="r", **kw)
+
+
+def test_the_estimate_follows_steps_cameras_size_and_camera_period(tmp_path):
+    def est(**sets):
+        return room.estimate(node_params(_spec(tmp_path, steps=1000, sets=sets)))
+
+    two = est()  # the default rig: chase and front at 320x180
+    assert (two.steps, two.cameras, two.width, two.height) == (1000, 2, 320, 180)
+    frame = 320 * 180 * 3 + room.FRAME_OVERHEAD_BYTES
+    assert two.bytes == room.FIXED_BYTES + 1000 * (room.STEP_BYTES + 2 * frame)
+    assert est(sim_bridge={"cameras": []}).bytes == room.FIXED_BYTES + 1000 * room.STEP_BYTES
+    assert est(sim_bridge={"camera_period_us": 200_000}).bytes < two.bytes  # a frame every other step
+    assert est(sim_bridge={"width": 640, "height": 360}).bytes > 3 * two.bytes
+    whole = room.estimate(node_params(_spec(tmp_path)))  # steps 0: the scenario's 22 s at 100 ms
+    assert whole.steps == 220
+    assert whole.describe() == "about 78 MB for 220 steps with 2 cameras at 320x180"
+    assert room.estimate(node_params(_spec(tmp_path, sets={"sim_bridge": {"scenario": "nowhere"},
+                                                          "driver": {"scenario": "nowhere"}}))) is None
+
+
+def test_a_run_that_cannot_fit_is_refused_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.setattr(room, "free_bytes", lambda path: 10_000_000)
+    with pytest.raises(ConfigError) as err:
+        run(_spec(tmp_path, steps=1000))
+    text = str(err.value)
+    assert text.startswith("--out: out: expected a disk with room for the run's record (about 352 MB for 1000 "
+                           "steps with 2 cameras at 320x180; 10 MB free")
+    assert not (tmp_path / "runs").exists()  # nothing was started or created
+    # unrecorded, it needs no room
+    monkeypatch.setattr("simforge_ros.runner._run_processes", lambda *a, **k: "started")
+    assert run(_spec(tmp_path, steps=1000, record=False)) == "started"
+
+
+def test_a_run_broken_by_a_full_disk_says_so_with_what_it_kept(tmp_path, monkeypatch):
+    """The clock master's outcome line is lost with its log on a full disk: its exit
+    status still names the refusal, steps.jsonl what was chained, the disk why."""
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    records = [{"step": k, "digest": f"{k:064x}"} for k in range(3)]
+    (spec.out_dir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"step": 3, "dig')
+    monkeypatch.setattr(room, "free_bytes", lambda path: 0)
+    result = _result(spec, None, 18)
+    assert (result.status, result.steps, result.chain_digest, result.exit_code) == ("refused", 3, f"{2:064x}", 18)
+    assert result.refusal["code"] == "participant_error"
+    assert result.refusal["detail"] == (f"clock master exited with 18; the disk of {spec.out_dir} is full (0 bytes "
+                                        "free): what could be written is kept")
+    monkeypatch.setattr(room, "free_bytes", lambda path: 5_000_000_000)
+    assert _result(spec, None, 18).refusal["detail"] == "clock master exited with 18"  # no guess without cause
