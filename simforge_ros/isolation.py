@@ -47,6 +47,29 @@ def _try_lock(domain_id: int) -> IO[str] | None:
     return handle
 
 
+MAX_DOMAIN_ID = 232
+"""Fast DDS maps domain d to UDP ports from 7400 + 250 * d: past 232 there are none."""
+
+
+def user_domain(text: str) -> int:
+    """The user's ROS_DOMAIN_ID, checked: an id Fast DDS has ports for.
+
+    Raises:
+        ConfigError: not an integer from 0 to MAX_DOMAIN_ID (Fast DDS failed with "port
+            number is too high" on 500; "abc" ended in an unexpected error).
+    """
+    from simforge_ros.core.errors import ConfigError
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_DOMAIN_ID:
+        raise ConfigError.single("ROS_DOMAIN_ID", "ROS_DOMAIN_ID",
+                                 f"an integer from 0 to {MAX_DOMAIN_ID} (unset: simforge leases a free one)", text)
+    return value
+
+
 def ros_env(domain_id: int, log_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of an isolated ROS process."""
     env = dict(os.environ if base is None else base)
@@ -63,10 +86,11 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
     """Lease a free ROS_DOMAIN_ID (or the user's own) and a log dir for one run or test.
 
     Raises:
+        ConfigError: the user's ROS_DOMAIN_ID is not a domain id.
         RuntimeError: every domain in DOMAIN_RANGE is held by another run.
     """
     user = os.environ.get("ROS_DOMAIN_ID", "").strip()
-    candidates = [int(user)] if user else list(DOMAIN_RANGE)
+    candidates = [user_domain(user)] if user else list(DOMAIN_RANGE)
     start = os.getpid() % len(candidates)
     handle = None
     chosen = -1

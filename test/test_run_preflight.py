@@ -1,5 +1,5 @@
-"""A recorded run that cannot fit on its disk: refused before it starts when the estimate
-says so, and named as a full disk, with what was kept, when the disk fills mid-run."""
+"""What a run checks before anything starts (room on the disk for its record, the user's
+ROS_DOMAIN_ID), and what a run broken by a full disk says it kept."""
 
 from __future__ import annotations
 
@@ -63,3 +63,15 @@ def test_a_run_broken_by_a_full_disk_says_so_with_what_it_kept(tmp_path, monkeyp
                                         "free): what could be written is kept")
     monkeypatch.setattr(room, "free_bytes", lambda path: 5_000_000_000)
     assert _result(spec, None, 18).refusal["detail"] == "clock master exited with 18"  # no guess without cause
+
+
+@pytest.mark.parametrize("given", ["abc", "500", "-1", "2.5"])
+def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is_written(
+        tmp_path, monkeypatch, given):
+    """Fast DDS has ports for domains 0..232: 500 failed inside it, "abc" in int()."""
+    monkeypatch.setenv("ROS_DOMAIN_ID", given)
+    with pytest.raises(ConfigError) as err:
+        run(_spec(tmp_path, steps=3))
+    assert str(err.value) == ("ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected an integer from 0 to 232 (unset: simforge "
+                              f"leases a free one), got '{given}'")
+    assert not (tmp_path / "runs").exists()
