@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from simforge_ros.benchmarks.stats import ratio
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.isolation import check_rmw
 from simforge_ros.process_tuning import exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
@@ -513,6 +514,11 @@ def main(argv: list[str] | None = None) -> int:
     if not deadline_s > 0:
         print(f"simforge bench: --deadline-s must be a number of seconds > 0, got {args.deadline_s!r}",
               file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        check_rmw()
+    except ConfigError as err:
+        print(f"simforge bench: {err}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(args.out)
     try:  # before minutes of measuring, not after

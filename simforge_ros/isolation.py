@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -68,6 +69,34 @@ def user_domain(text: str) -> int:
         raise ConfigError.single("ROS_DOMAIN_ID", "ROS_DOMAIN_ID",
                                  f"an integer from 0 to {MAX_DOMAIN_ID} (unset: simforge leases a free one)", text)
     return value
+
+
+def installed_rmws() -> list[str]:
+    """The RMW implementations installed here (this environment's ament index and any on
+    AMENT_PREFIX_PATH): from the PyPI wheels, rmw_fastrtps_cpp only."""
+    prefixes = [sys.prefix, *filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep))]
+    names: set[str] = set()
+    for prefix in prefixes:
+        index = Path(prefix) / "share" / "ament_index" / "resource_index" / "rmw_typesupport"
+        if index.is_dir():
+            names |= {p.name for p in index.iterdir() if p.name != "rmw_implementation"}
+    return sorted(names)
+
+
+def check_rmw() -> None:
+    """A user's RMW_IMPLEMENTATION must be installed: rcl otherwise ends the process itself
+    (exit 102, "Expected RMW implementation identifier of ..."), the CLI with it.
+
+    Raises:
+        ConfigError: RMW_IMPLEMENTATION names an RMW that is not installed.
+    """
+    from simforge_ros.core.errors import ConfigError
+
+    given = os.environ.get("RMW_IMPLEMENTATION", "").strip()
+    known = installed_rmws()
+    if given and known and given not in known:
+        raise ConfigError.single("RMW_IMPLEMENTATION", "RMW_IMPLEMENTATION",
+                                 f"an RMW installed here: {', '.join(known)} (or unset)", given)
 
 
 def ros_env(domain_id: int, log_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -27,7 +27,7 @@ import yaml
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.isolation import DomainLease, lease_domain, user_domain
+from simforge_ros.isolation import DomainLease, check_rmw, lease_domain, user_domain
 from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
 
@@ -210,8 +210,9 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         ConfigError: bad parameters (nothing was started).
     """
     params = node_params(spec)
-    if os.environ.get("ROS_DOMAIN_ID", "").strip():
-        user_domain(os.environ["ROS_DOMAIN_ID"].strip())  # before anything is written
+    if os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
+        user_domain(os.environ["ROS_DOMAIN_ID"].strip())
+    check_rmw()
     if spec.record:
         _check_room(spec.out_dir, params)
     spec.out_dir.mkdir(parents=True, exist_ok=True)

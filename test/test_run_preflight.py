@@ -75,3 +75,26 @@ def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is
     assert str(err.value) == ("ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected an integer from 0 to 232 (unset: simforge "
                               f"leases a free one), got '{given}'")
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_rmw_that_is_not_installed_is_a_usage_error_not_rcls_exit_102(tmp_path, monkeypatch, capsys):
+    """rcl ends the whole process (exit 102) when RMW_IMPLEMENTATION names another RMW than
+    the one it loads: a user's global rmw_cyclonedds_cpp took `simforge run` down with it."""
+    from simforge_ros import bench
+    from simforge_ros.isolation import installed_rmws
+    from simforge_ros.record import play
+
+    assert "rmw_fastrtps_cpp" in installed_rmws()
+    monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_cyclonedds_cpp")
+    with pytest.raises(ConfigError) as err:
+        run(_spec(tmp_path, steps=3))
+    assert str(err.value).startswith("RMW_IMPLEMENTATION: RMW_IMPLEMENTATION: expected an RMW installed here: ")
+    assert str(err.value).endswith("(or unset), got 'rmw_cyclonedds_cpp'")
+    assert not (tmp_path / "runs").exists()
+    assert play.main([str(tmp_path)]) == 2
+    assert bench.main(["--quick", "--out", str(tmp_path / "b.json")]) == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if "rmw_cyclonedds_cpp" in line]
+    assert [line.split(":")[0] for line in said] == ["simforge play", "simforge bench"]
+    monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")  # the installed one is accepted
+    monkeypatch.setattr("simforge_ros.runner._run_processes", lambda *a, **k: "started")
+    assert run(_spec(tmp_path, steps=3)) == "started"

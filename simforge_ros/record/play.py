@@ -27,6 +27,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError, read_bag
 from simforge_ros.record.rundir import load_run
 from simforge_ros.tools import parse, say
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     try:
+        check_rmw()
         run = load_run(args.run)
         chosen = choose_topics(bag_topics(run.bag_path), args.topic)
         for topic in args.wait_for_reader:

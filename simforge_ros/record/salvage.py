@@ -30,6 +30,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_steps
 from simforge_ros.tools import parse, say
@@ -306,6 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not run.is_dir():
             raise RunDirError(run, "no such run directory")
+        check_rmw()  # the salvage's recorder is a ROS node
         report = salvage(run, out)
     except SalvageError as err:
         say("salvage", err)
