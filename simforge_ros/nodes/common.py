@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
 from rclpy.executors import Executor
@@ -28,7 +29,7 @@ from std_msgs.msg import String
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
-from simforge_ros.params import NODE_PARAMS, coerce
+from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
 from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process
 
 _TYPES = {
@@ -53,6 +54,19 @@ HOST = socket.gethostname()
 WALL_POLL_S = 0.05
 
 
+def _descriptor(item: ParamSpec) -> ParameterDescriptor:
+    """What `ros2 param describe` shows: the parameter's meaning and range. Read-only: a
+    node reads its parameters once, at start-up, so a `ros2 param set` mid-run would
+    change nothing and is refused instead. (The range is checked by params.coerce, which
+    names the node and field, not by rclpy.)"""
+    if item.kind == "int" and (item.minimum is not None or item.maximum is not None or item.positive):
+        low = item.minimum if item.minimum is not None else (1 if item.positive else None)
+        limits = f"{low if low is not None else ''}..{item.maximum if item.maximum is not None else ''}"
+    else:
+        limits = "> 0" if item.positive else ""
+    return ParameterDescriptor(description=item.doc, additional_constraints=limits, read_only=True)
+
+
 def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     """Declare ``node_name``'s parameters (params.NODE_PARAMS) and read them once.
 
@@ -64,7 +78,7 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     defaulted: set[str] = set()  # not given: the declared default stands
     for item in NODE_PARAMS[node_name]:
         try:
-            node.declare_parameter(item.name, _TYPES[item.kind])
+            node.declare_parameter(item.name, _TYPES[item.kind], _descriptor(item))
         except InvalidParameterTypeException as err:
             problems.append(Problem(node_name, item.name, f"a value of type {item.kind}", str(err)))
             continue
