@@ -214,6 +214,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}  {status}", flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)
+        if result.refusal is not None and result.refusal.get("code") == "aborted":
+            break  # interrupted: the remaining --repeat runs are not started
         if result.status == "counted":
             for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
                 print(f"simforge: note: {fault.spec()} did not fire: the run ended after {result.steps} steps",

@@ -17,7 +17,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,15 +293,8 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
         freeze_startup()
         # Ctrl-C stops the run at its next step as `aborted`, as the clock master process
         # does in the processes layout, instead of a KeyboardInterrupt inside a callback
-        on_main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.getsignal(signal.SIGINT) if on_main_thread else None
-        if on_main_thread:
-            signal.signal(signal.SIGINT, lambda *_: setattr(clock, "interrupted", True))
-        try:
+        with _stop_signals(lambda: setattr(clock, "interrupted", True)):
             outcome = clock.run(executor, on_step)
-        finally:
-            if on_main_thread:
-                signal.signal(signal.SIGINT, previous)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
     finally:
         for shell in shells:
@@ -357,33 +351,34 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                 stdin=subprocess.DEVNULL, start_new_session=True,
             )
         clock = procs["clock_master"]
-        previous = signal.getsignal(signal.SIGINT)
-        signal.signal(signal.SIGINT, lambda *_: clock.send_signal(signal.SIGINT))
         follower = _StepsFollower(spec.out_dir / "steps.jsonl")
         shown = 0
+        # the nodes run in sessions of their own: a signal to this process reaches the
+        # clock master only through here
         try:
-            while clock.poll() is None:
-                chained = follower.poll() if spec.record else None
-                for name, proc in procs.items():
-                    # reap a dead participant at once, so it is seen as gone; one that
-                    # could not start (its configuration, or an unexpected error before
-                    # any step was chained) ends the run now, not after the clock
-                    # master's wait for its service
-                    code = proc.poll()
-                    if not_started is None and (code == EXIT_USAGE or (code == EXIT_FAILURE and chained == 0)):
-                        not_started = name
-                if not_started is not None:
-                    break
-                if on_step is not None and follower.count > shown:
-                    shown = follower.count
-                    on_step(shown - 1, spec.steps)  # total 0: the scenario decides
-                time.sleep(0.05)
+            with _stop_signals(lambda: clock.send_signal(signal.SIGINT)):
+                while clock.poll() is None:
+                    chained = follower.poll() if spec.record else None
+                    for name, proc in procs.items():
+                        # reap a dead participant at once, so it is seen as gone; one that
+                        # could not start (its configuration, or an unexpected error before
+                        # any step was chained) ends the run now, not after the clock
+                        # master's wait for its service
+                        code = proc.poll()
+                        if not_started is None and (code == EXIT_USAGE or (code == EXIT_FAILURE and chained == 0)):
+                            not_started = name
+                    if not_started is not None:
+                        break
+                    if on_step is not None and follower.count > shown:
+                        shown = follower.count
+                        on_step(shown - 1, spec.steps)  # total 0: the scenario decides
+                    time.sleep(0.05)
         finally:
             follower.close()
-            signal.signal(signal.SIGINT, previous)
-        wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
-        while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
-            time.sleep(0.05)
+        with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
+            wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
+            while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
+                time.sleep(0.05)
     finally:
         _stop_all(procs)
         for handle in handles:
@@ -394,6 +389,29 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Ctrl-C, `kill`/`timeout`/a CI runner cancelling the job, the terminal going away: each
+stops the run at its next step as `aborted`, its records kept. (SIGTERM used to end
+`simforge run` alone: its nodes, in sessions of their own, ran the run to its end.)"""
+
+
+@contextmanager
+def _stop_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """Call ``stop`` on any of STOP_SIGNALS while the run goes on (main thread only: a
+    run started from another thread, a test's, leaves signals alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop())
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def read_outcome(log: Path) -> dict[str, Any] | None:

@@ -1,6 +1,6 @@
-"""Ctrl-C on a run: it stops as `aborted` at the step it had reached, keeps and verifies
-what it recorded, leaves no process behind; an interrupt that comes while the recorder
-confirms the finished run does not turn it into an aborted one."""
+"""Ctrl-C (or SIGTERM, SIGHUP) on a run: it stops as `aborted` at the step it had reached,
+keeps and verifies what it recorded, leaves no process behind; an interrupt that comes
+while the recorder confirms the finished run does not turn it into an aborted one."""
 
 from __future__ import annotations
 
@@ -22,11 +22,14 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.mark.parametrize("layout", ["processes", "single"])
-def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp_path, layout):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp_path, layout, sig):
+    """SIGTERM (kill, timeout, a CI job cancelled) to `simforge run` alone used to end it
+    and leave its nodes, in sessions of their own, to run the run to its end."""
     out = tmp_path / "runs"
     exe = Path(sys.executable).with_name("simforge")
     proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
-                             "--set", "sim_bridge.cameras=[front,left,rear,right]"],
+                             "--repeat", "2", "--set", "sim_bridge.cameras=[front,left,rear,right]"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     wall_deadline = time.monotonic() + 120
     while time.monotonic() < wall_deadline:
@@ -35,9 +38,10 @@ def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp
             break
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
-    os.kill(proc.pid, signal.SIGINT)
+    os.kill(proc.pid, sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 19, stderr
+    assert len(list(out.iterdir())) == 1  # the second --repeat run was not started
     assert "Traceback" not in stderr
     result = json.loads(stdout)
     refusal = result["refusal"]
