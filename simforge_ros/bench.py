@@ -187,13 +187,29 @@ class Watchdog:
         if self._timer is not None:
             self._timer.cancel()
 
+    def stop_on_signals(self) -> None:
+        """Ctrl-C, SIGTERM or SIGHUP end the whole bench as the deadline does: every
+        process it started killed (they would otherwise run their run to its end)."""
+        def stopped(signum: int, _frame: object) -> None:
+            print(f"simforge bench: stopped by {signal.Signals(signum).name} in \"{_SECTION[0]}\"; every process "
+                  "it started is killed, no JSON is written", file=sys.stderr, flush=True)
+            _kill_descendants()
+            os._exit(128 + signum)
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, stopped)
+
     def _last_words(self) -> None:
         err = BenchTimeout(f"simforge bench still in \"{_SECTION[0]}\" after {self.deadline_s:g} s; "
                            f"every process it started is killed, no JSON is written")
         print(f"simforge bench: refused: {err.code}: {err}", file=sys.stderr, flush=True)
-        for pid in descendants(os.getpid()):
-            with contextlib.suppress(OSError):  # gone already
-                os.kill(pid, signal.SIGKILL)
+        _kill_descendants()
+
+
+def _kill_descendants() -> None:
+    for pid in descendants(os.getpid()):
+        with contextlib.suppress(OSError):  # gone already
+            os.kill(pid, signal.SIGKILL)
 
 
 def measure_all(plan: Plan) -> dict[str, Any]:
@@ -540,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="simforge-bench-log-") as log_dir:
         for key in ("ROS_LOG_DIR", "ROS_HOME"):
             os.environ.setdefault(key, log_dir)
-        with Watchdog(deadline_s):
+        with Watchdog(deadline_s) as watchdog:
+            watchdog.stop_on_signals()
             try:
                 doc = measure_all(plan)
             except BenchTransport as err:

@@ -399,13 +399,16 @@ stops the run at its next step as `aborted`, its records kept. (SIGTERM used to 
 
 @contextmanager
 def _stop_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """Call ``stop`` on any of STOP_SIGNALS while the run goes on (main thread only: a
-    run started from another thread, a test's, leaves signals alone)."""
+    """Call ``stop`` on any of STOP_SIGNALS while the run goes on. Only on the main thread
+    (a run started from another thread, a test's, leaves signals alone), and only for a
+    signal nobody else handles: a caller with its own handler (`simforge bench`, which
+    stops as a whole) keeps it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig in STOP_SIGNALS:
+    defaults = (signal.SIG_DFL, signal.default_int_handler)
+    previous = {sig: handler for sig in STOP_SIGNALS if (handler := signal.getsignal(sig)) in defaults}
+    for sig in previous:
         signal.signal(sig, lambda *_: stop())
     try:
         yield

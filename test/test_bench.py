@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -243,6 +244,43 @@ def test_watchdog_ends_an_overrunning_bench_with_a_named_error_and_kills_its_pro
     child = int(pid_file.read_text())
     gone = False
     for _ in range(50):  # killed (a zombie until init reaps it: no memory figures then)
+        gone = loop.read_status(child) is None
+        if gone:
+            break
+        time.sleep(0.1)
+    assert gone
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_ends_the_whole_bench_and_kills_its_processes(tmp_path, sig):
+    """SIGTERM used to end the bench alone: the nodes of the run it was in (sessions of
+    their own) ran that run to its end, up to 20 000 steps."""
+    pid_file = tmp_path / "child.pid"
+    script = (
+        "import subprocess, sys, time\n"
+        "from simforge_ros import bench\n"
+        "bench._log('loop: waiting on purpose')\n"
+        "with bench.Watchdog(60.0) as dog:\n"
+        "    dog.stop_on_signals()\n"
+        f"    child = subprocess.Popen(['sleep', '120'], start_new_session=True)\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "    time.sleep(60)\n"
+        "print('not reached')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig
+    assert f"stopped by {signal.Signals(sig).name} in \"loop: waiting on purpose\"" in stderr
+    assert "not reached" not in stdout
+    child = int(pid_file.read_text())
+    gone = False
+    for _ in range(50):
         gone = loop.read_status(child) is None
         if gone:
             break
