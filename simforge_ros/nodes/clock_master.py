@@ -328,6 +328,8 @@ class ClockMaster:
             if self.interrupted:
                 raise Aborted(step, "interrupted")
             self._refuse_if_recorder_gone(step)
+            if self._recorder_failure is not None:  # it chains nothing more: say why, now
+                raise ParticipantError(step, f"recorder: {self._recorder_failure}")
             if self._backlog.recorded != recorded:  # progress: a fresh timeout
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
