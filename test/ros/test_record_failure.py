@@ -18,7 +18,7 @@ from simforge_ros.record import room
 
 pytestmark = pytest.mark.ros
 
-LIMIT_BYTES = 3_000_000  # each file the run writes: the bag passes it after ~17 frames
+LIMIT_BYTES = 6_000_000  # each file the run writes: the bag passes it after ~17 steps of two frames
 
 
 def _limited() -> None:
@@ -28,9 +28,12 @@ def _limited() -> None:
 @pytest.mark.parametrize("layout", ["single", "processes"])
 def test_a_record_that_cannot_be_written_is_refused_at_once_and_kept(tmp_path, layout):
     exe = Path(sys.executable).with_name("simforge")
+    # the loop stays within 4 steps of the recorder: under load the recorder of the
+    # processes layout took a bag's worth of frames before it had chained step 0
     out = subprocess.run([str(exe), "run", "right_turn", "--steps", "150", "--layout", layout, "--json",
-                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path,
-                         timeout=300, preexec_fn=_limited, env=dict(os.environ))
+                          "--set", "clock_master.recorder_backlog_steps=4", "--out", str(tmp_path / "runs")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300, preexec_fn=_limited,
+                         env=dict(os.environ))
     assert out.returncode == 18, out.stderr + out.stdout
     assert "Traceback" not in out.stderr and "FATAL" not in out.stderr
     result = json.loads(out.stdout)
