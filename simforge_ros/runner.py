@@ -211,8 +211,8 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         ConfigError: bad parameters (nothing was started).
     """
     params = node_params(spec)
-    if os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
-        user_domain(os.environ["ROS_DOMAIN_ID"].strip())
+    if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
+        user_domain(user)
     check_rmw()
     if spec.record:
         _check_room(spec.out_dir, params)
