@@ -162,16 +162,13 @@ def _disk_full(out_dir: Path) -> str:
 def _kept_chain(steps_file: Path) -> tuple[int, str]:
     """(complete records, the last one's chain digest) of a steps.jsonl whose recorder
     wrote no manifest: what was chained before the run broke."""
+    from simforge_ros.record.rundir import RunDirError, read_kept_steps
+
     try:
-        data = steps_file.read_bytes()
-    except OSError:
+        kept = read_kept_steps(steps_file)
+    except (OSError, RunDirError):
         return 0, ""
-    lines = data[:data.rfind(b"\n") + 1].splitlines()
-    try:
-        last = json.loads(lines[-1]).get("digest", "") if lines else ""
-    except (json.JSONDecodeError, AttributeError):
-        last = ""
-    return len(lines), str(last)
+    return len(kept), str(kept[-1].get("digest", "")) if kept else ""
 
 
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:

@@ -210,6 +210,26 @@ def _bag_problems(bag: object) -> list[str]:
     return problems
 
 
+def read_kept_steps(path: Path) -> list[dict[str, Any]]:
+    """The step records of a steps.jsonl whose recorder wrote no manifest (killed, or its
+    disk full); a last line it was cut off in the middle of is not one.
+
+    Raises:
+        RunDirError: a complete line that is not a JSON object.
+    """
+    text = path.read_bytes()
+    records = []
+    for number, line in enumerate(text[:text.rfind(b"\n") + 1].splitlines(), start=1):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            record = None
+        if not isinstance(record, dict):
+            raise RunDirError(path, f"line {number}: not a JSON object")
+        records.append(record)
+    return records
+
+
 def read_steps(path: Path) -> list[dict[str, Any]]:
     """Parse steps.jsonl: one step record per line, steps 0, 1, 2, ... in order.
 

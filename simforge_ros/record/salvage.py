@@ -32,7 +32,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
-from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_steps
+from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_kept_steps, read_steps
 from simforge_ros.tools import parse, say
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -156,7 +156,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     """salvage() once its checks have passed: ``out`` written, or an error."""
     from simforge_ros.rerun import read_params
 
-    kept = _kept_steps(run / STEPS)
+    kept = read_kept_steps(run / STEPS)
     prefix = read_mcap_prefix(bag)
     try:
         run_id = str(read_params(run / "params.yaml")["clock_master"].get("run_id") or run.name)
@@ -177,26 +177,6 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": len(kept), "agree": agree,
             "messages": len(prefix.messages), "chunks": prefix.chunks,
             "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
-
-
-def _kept_steps(path: Path) -> list[dict[str, Any]]:
-    """The step records of a killed recorder's steps.jsonl; a last line it was cut off in
-    the middle of is not one.
-
-    Raises:
-        RunDirError: a complete line that is not a JSON object.
-    """
-    text = path.read_bytes()
-    records = []
-    for number, line in enumerate(text[:text.rfind(b"\n") + 1].splitlines(), start=1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict):
-            raise RunDirError(path, f"line {number}: not a JSON object")
-        records.append(record)
-    return records
 
 
 def _ended(run: Path) -> dict[str, Any]:
