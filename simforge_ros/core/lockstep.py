@@ -8,6 +8,7 @@ the loop is the only place that advances time, and it follows the total order wr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -177,6 +178,11 @@ def run_lockstep(
         if action.step != k or action.decided_step != k or action.t_us != t_us:
             raise ParticipantError(
                 k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us)"
+            )
+        if not (math.isfinite(action.steer_rad) and math.isfinite(action.accel_mps2)):
+            # refused as the driver's, at its step: not by the bridge's engine a step later
+            raise ParticipantError(
+                k, f"driver answered a non-finite action (steer {action.steer_rad}, accel {action.accel_mps2})"
             )
         applied = delay.push(k, t_us, action)
         timing = TimingRecord(

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simforge_ros.core.errors import ConfigError, MissingFrame, Problem, RateNotMultiple
+from simforge_ros.core.errors import ConfigError, MissingFrame, ParticipantError, Problem, RateNotMultiple
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
 
@@ -31,6 +31,8 @@ SURROUND_CAMERAS: tuple[str, ...] = ("front", "left", "rear", "right")
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 _REDUCES = ("mean", "first")
 _FLOATS = ("sample_noise_std", "target_speed_mps", "residual_scale_m")
+# the driver node's parameter (and probe-driver's --weights) that names the weights file
+WEIGHTS_FIELD = "driver.weights"
 
 
 @dataclass(frozen=True)
@@ -187,10 +189,14 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
         net = seeded_net(n_cam, k, config.weights_seed)
         return net, "seeded", state_dict_sha256(net.state_dict())
     path = Path(config.weights_path)
-    field = "driver.weights_path"
     if not path.is_file():
-        raise ConfigError.single("driver", field, "an existing weights file", str(path))
-    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        raise ConfigError.single("driver", WEIGHTS_FIELD, "an existing weights file", str(path))
+    data = path.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    expected = f"a state_dict or TorchScript for {n_cam} cameras and {k} waypoints"
+    if not (zipfile.is_zipfile(path) or data[:1] == b"\x80"):  # torch.save's zip, or a legacy pickle
+        not_torch = f"{path}: not a file torch.save or torch.jit.save wrote"
+        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, not_torch)
     try:
         if _is_torchscript(path):
             with warnings.catch_warnings():  # torch.jit is deprecated in 2.13; still loads
@@ -198,10 +204,18 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
                 return torch.jit.load(str(path), map_location="cpu"), "torchscript", sha
         net = SurroundPlannerNet(n_cam, k)
         net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
-    except (RuntimeError, ValueError, KeyError, TypeError, OSError) as exc:
-        expected = f"a state_dict or TorchScript for {n_cam} cameras and {k} waypoints"
-        raise ConfigError.single("driver", field, expected, f"{path}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a user's file: torch raises UnpicklingError, EOFError,
+        # RuntimeError, BadZipFile... for files that are not weights; each is the same bad field
+        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, f"{path}: {_one_line(exc)}") from None
     return net, "state_dict", sha
+
+
+def _one_line(exc: BaseException) -> str:
+    """The exception's type and message on one line, cut at 240 characters (torch's load
+    errors run to a dozen lines)."""
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 240 else text[:237] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -269,6 +283,31 @@ class TorchPlanner:
         self.model: nn.Module = model.eval().to(_DTYPES[config.dtype])  # called in inference_mode
         self._seed, self._decision_us, self._period_steps = 0, 0, 0
         self._plan: tuple[int, Pose2D, tuple[TrajectoryPoint, ...]] | None = None
+        if self._weights_kind == "torchscript":  # someone else's code: does it answer in our shape?
+            self._check_model()
+
+    def _check_model(self) -> None:
+        """One call on black frames at start-up, so that a TorchScript model of another
+        shape is a configuration error now rather than a refusal at the first planning step.
+
+        Raises:
+            ConfigError: the model fails on, or answers other than (samples, waypoints, 2) to,
+                this planner's inputs.
+        """
+        cfg = self.config
+        images = torch.zeros((len(cfg.cameras), *self.frames_hw, 3), dtype=torch.uint8)
+        want = f"a model answering ({cfg.samples}, {cfg.waypoints}, 2) to {len(cfg.cameras)} cameras"
+        try:
+            with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode():
+                out = self.model(images, torch.zeros(1), torch.zeros((cfg.samples, self._latent_dim())))
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        except Exception as exc:  # noqa: BLE001 - a user's model: whatever it raises, it does not fit
+            raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: {_one_line(exc)}") from None
+        if shape != (cfg.samples, cfg.waypoints, 2):
+            raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: it answered {shape}")
+
+    def _latent_dim(self) -> int:
+        return int(getattr(self.model, "latent_dim", len(self.config.cameras) * 32 + 1))
 
     @property
     def weights_sha256(self) -> str:
@@ -321,10 +360,13 @@ class TorchPlanner:
                 gen.manual_seed(_call_seed(self._seed, obs.step))
             else:
                 gen.seed()  # deliberately unseeded: 'off' samples differ call to call
-            latent_dim = int(getattr(self.model, "latent_dim", len(cfg.cameras) * 32 + 1))
-            noise = torch.randn((cfg.samples, latent_dim), generator=gen) * cfg.sample_noise_std
+            noise = torch.randn((cfg.samples, self._latent_dim()), generator=gen) * cfg.sample_noise_std
             noise = noise if cfg.samples > 1 else torch.zeros_like(noise)
             out = self.model(images, speed, noise).float().numpy().astype(np.float64)
+        if out.shape != (cfg.samples, k, 2) or not np.isfinite(out).all():
+            got = f"shape {out.shape}" if out.shape != (cfg.samples, k, 2) else "non-finite values"
+            want = f"({cfg.samples}, {k}, 2) finite"
+            raise ParticipantError(obs.step, f"the torch planner's model answered {got}, want {want}")
         res = out.mean(axis=0) if cfg.sample_reduce == "mean" else out[0]
         t_s = np.arange(0, k + 1, dtype=np.float64) * (cfg.waypoint_dt_us / 1e6)
         x_nom = nominal_x_m(

@@ -93,4 +93,4 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--samples", "0"]) == 2
     assert main(["--deterministic", "maybe"]) == 2
     assert main(["--weights", "/nonexistent/planner.pt", "--calls", "1"]) == 2
-    assert "driver.weights_path" in capsys.readouterr().err
+    assert "driver.weights:" in capsys.readouterr().err

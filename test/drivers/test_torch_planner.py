@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import math
+import pickle
 import struct
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from simforge_ros.core.errors import ConfigError, MissingFrame, RateNotMultiple
+from simforge_ros.core.errors import ConfigError, MissingFrame, ParticipantError, RateNotMultiple
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.probe import generated_inputs
@@ -180,14 +181,60 @@ def test_weight_files_round_trip(tmp_path: Path, frames: Mapping[str, np.ndarray
         assert loaded.describe()["weights"] == {"kind": kind, "sha256": loaded.weights_sha256}
 
 
+class _NaNPlanner(torch.nn.Module):
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return torch.full((noise.shape[0], 10, 2), float("nan"))
+
+
+class _FlatPlanner(torch.nn.Module):
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return torch.zeros((noise.shape[0], 3))
+
+
+class _OneCameraPlanner(torch.nn.Module):
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return images.reshape(1, 180, 320, 3)[:, :10, :2, 0].float()
+
+
+def _script(module: torch.nn.Module, path: Path) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(module), str(path))
+    return str(path)
+
+
 def test_weights_that_do_not_fit_are_a_config_error(tmp_path: Path) -> None:
+    """Named by the driver node's parameter, whatever torch raised: never a traceback."""
     other = TorchPlanner(TorchPlannerConfig(waypoints=6))
-    path = tmp_path / "six.pt"
-    torch.save(other.model.state_dict(), path)
-    for bad in (str(path), str(tmp_path / "missing.pt")):
+    six = tmp_path / "six.pt"
+    torch.save(other.model.state_dict(), six)
+    (tmp_path / "text.pt").write_text("not weights\n")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "pickle.pt").write_bytes(pickle.dumps({"a": object()}, protocol=2))  # not weights_only
+    (tmp_path / "zip.pt").write_bytes(b"PK\x03\x04" + bytes(60))
+    cases = {
+        str(six): "size mismatch", str(tmp_path / "missing.pt"): "missing.pt",
+        str(tmp_path / "text.pt"): "not a file torch.save", str(tmp_path / "empty.pt"): "not a file torch.save",
+        str(tmp_path / "pickle.pt"): "UnpicklingError",
+        str(tmp_path / "zip.pt"): "zip.pt: ",
+        _script(_FlatPlanner(), tmp_path / "flat.pt"): "it answered (1, 3)",
+        _script(_OneCameraPlanner(), tmp_path / "one.pt"): "RuntimeError",  # fails on 4 cameras
+    }
+    for bad, said in cases.items():
         with pytest.raises(ConfigError) as info:
             TorchPlanner(TorchPlannerConfig(weights_path=bad))
-        assert info.value.problems[0].field == "driver.weights_path"
+        problem = info.value.problems[0]
+        assert problem.field == "driver.weights" and said in str(problem.got), (bad, problem)
+        assert "\n" not in str(info.value), str(info.value)  # torch's dozen lines cut to the first
+
+
+def test_a_model_answering_non_finite_values_is_refused_at_its_step(
+        tmp_path: Path, frames: Mapping[str, np.ndarray]) -> None:
+    planner = TorchPlanner(TorchPlannerConfig(weights_path=_script(_NaNPlanner(), tmp_path / "nan.pt")))
+    planner.reset(0, DECISION_US)
+    with pytest.raises(ParticipantError) as info:
+        planner.decide(_obs(5, _state(5), frames))
+    assert info.value.step == 5 and "non-finite values" in info.value.detail
 
 
 def test_samples_reduce_and_dtype_options(frames: Mapping[str, np.ndarray]) -> None:

@@ -1,0 +1,119 @@
+"""The lockstep loop itself (core.lockstep.run_lockstep), without ROS: what it asks of the
+participants at each step, what it hands the sink, the driver's latency, and the refusals it
+raises itself when a driver's answer does not fit the step it was asked about."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+from simforge_ros.backends.embedded import EmbeddedBackend
+from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+from simforge_ros.core.errors import ParticipantError
+from simforge_ros.core.lockstep import (
+    BridgeObservation,
+    DecideRequest,
+    LoopConfig,
+    LoopProgress,
+    StepRequest,
+    TimingRecord,
+    run_lockstep,
+)
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
+from simforge_ros.core.values import Action, VehicleState
+from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.route_follower import RouteFollower
+from simforge_ros.engine import load_scenario
+
+SCENARIO = "right_turn"
+TICK_US = 10_000
+
+
+class Direct:
+    """The bridge core over the embedded engine and the route follower, called in-process;
+    ``spoil`` (step -> function of the action) stands for a driver that answers wrongly."""
+
+    def __init__(self, spoil: dict[int, Any] | None = None) -> None:
+        self.core = BridgeCore(EmbeddedBackend(SCENARIO, TICK_US), BridgeConfig((), None))
+        self.policy = RouteFollower(load_scenario(SCENARIO))
+        self.spoil = spoil or {}
+        self.steps: list[StepRequest] = []
+        self.decides: list[DecideRequest] = []
+
+    def step(self, request: StepRequest) -> BridgeObservation:
+        self.steps.append(request)
+        observation, _frames = self.core.step(request)
+        return observation
+
+    def decide(self, request: DecideRequest) -> Action:
+        self.decides.append(request)
+        if request.step == 0:
+            self.policy.reset(request.seed, request.decision_us)
+        obs = Observation(request.step, request.t_us, request.decision_us, request.state, {})
+        action = self.policy.decide(obs)
+        return self.spoil[request.step](action) if request.step in self.spoil else action
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.clocks: list[tuple[int, int]] = []
+        self.records: list[tuple[TimingRecord, Action, Action, VehicleState]] = []
+
+    def clock(self, step: int, t_us: int) -> None:
+        self.clocks.append((step, t_us))
+
+    def record(self, timing: TimingRecord, action: Action, applied: Action, state: VehicleState) -> None:
+        self.records.append((timing, action, applied, state))
+
+
+def test_every_step_is_asked_and_recorded_at_k_times_decision_us() -> None:
+    participants, sink = Direct(), Sink()
+    progress = run_lockstep(LoopConfig(steps=25), participants, sink)
+    t = [k * DEFAULT_DECISION_US for k in range(25)]
+    assert progress.steps_done == progress.expected_steps == 25
+    assert sink.clocks == list(zip(range(25), t, strict=True))
+    assert [(r.step, r.t_us, r.reset) for r in participants.steps] == [(0, 0, True)] + [
+        (k, t[k], False) for k in range(1, 25)]
+    assert [(d.step, d.t_us, d.state.t_us) for d in participants.decides] == [(k, t[k], t[k]) for k in range(25)]
+    assert [(timing.step, timing.t_us, timing.engine_t_us) for timing, *_ in sink.records] == [
+        (k, t[k], t[k]) for k in range(25)]
+    # no latency: the action decided at step k is the one the next Step request applies
+    for k in range(24):
+        assert participants.steps[k + 1].applied == sink.records[k][1]
+
+
+def test_a_latency_applies_the_action_decided_that_many_steps_earlier() -> None:
+    participants, sink = Direct(), Sink()
+    run_lockstep(LoopConfig(steps=12, latency_us=3 * DEFAULT_DECISION_US), participants, sink)
+    decided = {action.decided_step: action for _timing, action, _applied, _state in sink.records}
+    for timing, _action, applied, _state in sink.records:
+        if timing.step < 3:  # nothing decided that long ago: the neutral action
+            assert (applied.steer_rad, applied.accel_mps2) == (0.0, 0.0)
+        else:
+            assert applied.decided_step == timing.step - 3
+            assert (applied.steer_rad, applied.accel_mps2) == (
+                decided[timing.step - 3].steer_rad, decided[timing.step - 3].accel_mps2)
+
+
+@pytest.mark.parametrize("field", ["steer_rad", "accel_mps2"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_action_is_refused_as_the_drivers_at_its_step(field: str, value: float) -> None:
+    participants = Direct({7: lambda a: dataclasses.replace(a, **{field: value})})
+    sink, progress = Sink(), LoopProgress()
+    with pytest.raises(ParticipantError) as info:
+        run_lockstep(LoopConfig(steps=20), participants, sink, progress=progress)
+    assert info.value.code == "participant_error" and info.value.step == 7
+    assert "driver answered a non-finite action" in info.value.detail
+    # refused before the step is recorded or the action reaches the bridge (no Step of step 8)
+    assert progress.steps_done == 7 and len(sink.records) == 7 and participants.steps[-1].step == 7
+
+
+def test_an_answer_for_another_step_is_refused() -> None:
+    participants, progress = Direct({4: lambda a: dataclasses.replace(a, step=3, decided_step=3)}), LoopProgress()
+    with pytest.raises(ParticipantError) as info:
+        run_lockstep(LoopConfig(steps=10), participants, Sink(), progress=progress)
+    assert info.value.step == 4 and "driver answered for step 3" in info.value.detail
+    assert progress.steps_done == 4
