@@ -48,6 +48,57 @@ def _try_lock(domain_id: int) -> IO[str] | None:
     return handle
 
 
+def _held_for_a_run(domain_id: int) -> bool:
+    """Whether a run or play holds ``domain_id`` (see hold_domain): a user's ROS_DOMAIN_ID
+    is not leased, so a free lease can still be a domain someone runs in by hand."""
+    path = LOCK_DIR / f"{domain_id}.run"
+    if not path.exists():
+        return False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # also lets go of the probe's own shared lock
+    return False
+
+
+@contextmanager
+def hold_domain(domain_id: int, who: str) -> Iterator[None]:
+    """Hold ``domain_id`` for one run (or one ``simforge play``) while it lasts.
+
+    Two runs in one domain answer each other's requests and record each other's /clock;
+    both were refused, but by symptoms ("two nodes serve /simforge/decide", "step 1
+    requested after step 5") that did not name the cause. A leased domain is already
+    exclusive; this also covers a user's ROS_DOMAIN_ID, given to two runs at once. The lock
+    file says who holds it, and the lock ends with the process, even after a crash.
+
+    Raises:
+        ConfigError: another run or play on this machine holds the domain (nothing is
+            started or written).
+    """
+    from simforge_ros.core.errors import ConfigError
+
+    LOCK_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(LOCK_DIR / f"{domain_id}.run", os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        owner = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise ConfigError.single(
+            "ROS_DOMAIN_ID", "ROS_DOMAIN_ID",
+            "a domain no other simforge run or play on this machine is in (unset: simforge leases a free one)",
+            f"{domain_id}, held by {owner}") from None
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{who} (pid {os.getpid()})".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
 MAX_DOMAIN_ID = 232
 """Fast DDS maps domain d to UDP ports from 7400 + 250 * d: past 232 there are none."""
 
@@ -129,6 +180,9 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
             chosen = domain_id  # honoured as given, shared at the user's wish
             break
         handle = _try_lock(domain_id)
+        if handle is not None and _held_for_a_run(domain_id):  # a user's ROS_DOMAIN_ID, in use
+            handle.close()
+            handle = None
         if handle is not None:
             chosen = domain_id
             break

@@ -8,6 +8,7 @@ ROS_DOMAIN_ID, localhost discovery and log dir, and leaves no process behind.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -28,7 +29,7 @@ import yaml
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.isolation import DomainLease, check_rmw, lease_domain, user_domain
+from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
 
@@ -208,15 +209,19 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         ConfigError: bad parameters (nothing was started).
     """
     params = node_params(spec)
-    if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
-        user_domain(user)
-    check_rmw()
-    if spec.record:
-        _check_room(spec.out_dir, params)
-    spec.out_dir.mkdir(parents=True, exist_ok=True)
-    params_file = spec.out_dir / "params.yaml"
-    write_params_file(params_file, params)
-    with lease_domain(spec.out_dir / "logs") as lease:
+    who = f"simforge run {spec.run_id or spec.out_dir.name}"
+    with contextlib.ExitStack() as held:
+        if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
+            held.enter_context(hold_domain(user_domain(user), who))
+        check_rmw()
+        if spec.record:
+            _check_room(spec.out_dir, params)
+        spec.out_dir.mkdir(parents=True, exist_ok=True)
+        params_file = spec.out_dir / "params.yaml"
+        write_params_file(params_file, params)
+        lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
+        if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same
+            held.enter_context(hold_domain(lease.domain_id, who))
         if spec.driver == EXTERNAL:
             _announce_external_driver(params, lease.domain_id)
         if spec.layout == "single":

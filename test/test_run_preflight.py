@@ -98,3 +98,57 @@ def test_an_rmw_that_is_not_installed_is_a_usage_error_not_rcls_exit_102(tmp_pat
     monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")  # the installed one is accepted
     monkeypatch.setattr("simforge_ros.runner._run_processes", lambda *a, **k: "started")
     assert run(_spec(tmp_path, steps=3)) == "started"
+
+
+def _free_domains(count: int) -> list[int]:
+    """``count`` consecutive domain ids nobody leases or runs in now (leases start at 1)."""
+    from simforge_ros import isolation
+
+    for first in range(150, 199 - count):
+        ids = list(range(first, first + count))
+        handles = [isolation._try_lock(d) for d in ids]
+        free = all(h is not None for h in handles) and not any(isolation._held_for_a_run(d) for d in ids)
+        for h in handles:
+            if h is not None:
+                h.close()
+        if free:
+            return ids
+    raise AssertionError("no free domain ids to test with")
+
+
+def test_a_domain_another_run_is_in_is_a_usage_error_naming_that_run(tmp_path, monkeypatch):
+    """Two runs given one ROS_DOMAIN_ID answered each other's requests: both were refused,
+    by symptoms ("two nodes serve /simforge/decide") that did not name the cause."""
+    import os
+
+    from simforge_ros.isolation import _held_for_a_run, hold_domain
+
+    (domain,) = _free_domains(1)
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    with hold_domain(domain, "simforge run other-run"), pytest.raises(ConfigError) as err:
+        run(_spec(tmp_path, steps=3))
+    assert str(err.value) == (
+        "ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected a domain no other simforge run or play on this machine is in "
+        f"(unset: simforge leases a free one), got '{domain}, held by simforge run other-run (pid {os.getpid()})'")
+    assert not (tmp_path / "runs").exists()  # nothing was started or written
+    # once that run is over the domain is free, and a run holds it while it lasts
+    held_while_running = []
+    monkeypatch.setattr("simforge_ros.runner._run_processes",
+                        lambda *a, **k: held_while_running.append(_held_for_a_run(domain)) or "started")
+    assert run(_spec(tmp_path, steps=3)) == "started"
+    assert held_while_running == [True] and not _held_for_a_run(domain)
+
+
+def test_a_lease_passes_over_a_users_domain_a_run_is_in(monkeypatch):
+    """A user's ROS_DOMAIN_ID is not leased: a lease must still not pick it while a run is in it."""
+    from simforge_ros import isolation
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    first, second, third = _free_domains(3)
+    monkeypatch.setattr(isolation, "DOMAIN_RANGE", range(first, third + 1))
+    with isolation.hold_domain(first, "a"), isolation.hold_domain(second, "b"):
+        for _ in range(3):
+            with isolation.lease_domain() as lease:
+                assert lease.domain_id == third
+    with isolation.lease_domain() as lease:  # all free again: the pid picks the start
+        assert lease.domain_id in (first, second, third)

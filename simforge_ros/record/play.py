@@ -17,7 +17,9 @@ The wall clock only paces the publishing (--rate); nothing it reads is published
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros import topics
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.isolation import check_rmw
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, read_bag
 from simforge_ros.record.rundir import load_run
 from simforge_ros.tools import parse, say
@@ -221,7 +223,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
         say("play", err)
         return EXIT_USAGE
-    return _play(run.bag_path, chosen, args)
+    held = contextlib.ExitStack()
+    try:  # a second /clock in a running simforge run's domain would break that run
+        held.enter_context(hold_domain(user_domain(os.environ.get("ROS_DOMAIN_ID", "").strip() or "0"),
+                                       f"simforge play {run.path}"))
+    except ConfigError as err:  # the domain is another run's: nothing is played
+        say("play", err)
+        return EXIT_USAGE
+    with held:
+        return _play(run.bag_path, chosen, args)
 
 
 def _play(bag: Path, chosen: dict[str, str], args: argparse.Namespace) -> int:

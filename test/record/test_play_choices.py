@@ -75,3 +75,17 @@ def test_a_bag_that_is_gone_is_named(make_run: MakeRun, capsys: pytest.CaptureFi
         item.unlink()
     assert main([str(run)]) == 2
     assert capsys.readouterr().err == f"simforge play: {run / 'bag'}: not a rosbag2 directory (metadata.yaml missing)\n"
+
+
+def test_play_refuses_a_domain_a_simforge_run_is_in(make_run: MakeRun, monkeypatch, capsys) -> None:
+    """A second /clock in a running run's domain would break that run: nothing is played."""
+    from simforge_ros.isolation import _held_for_a_run, hold_domain
+
+    run_dir = make_run("a")
+    domain = next(d for d in range(171, 199) if not _held_for_a_run(d))
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(domain))
+    with hold_domain(domain, "simforge run busy-run"):
+        assert main([str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simforge play: ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected a domain no other simforge run")
+    assert f"got '{domain}, held by simforge run busy-run (pid " in err
