@@ -259,13 +259,16 @@ def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
 
 @pytest.mark.parametrize("layout", ["single", "processes"])
 def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(tmp_path, layout):
-    """A user's TorchScript planner that loads but answers the wrong shape: the driver
-    fails at its first plan and says so in its answer."""
+    """A user's TorchScript planner that loads, passes the start-up call on black frames,
+    then answers the wrong shape on a real scene: the driver refuses its first plan and
+    says so in its answer."""
     torch = pytest.importorskip("torch")
 
     class WrongShape(torch.nn.Module):
         def forward(self, images: torch.Tensor, speed: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-            return torch.zeros(noise.shape[0], 3)
+            if bool(images.any()):
+                return torch.zeros(noise.shape[0], 3)
+            return torch.zeros(noise.shape[0], 10, 2)
 
     weights = tmp_path / "wrong_shape.pt"
     with warnings.catch_warnings():  # torch.jit is deprecated in torch 2.13; it still loads
@@ -274,7 +277,7 @@ def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(t
     result = lockstep(tmp_path, steps=5, layout=layout, driver="torch",
                       sets={"driver": {"weights": str(weights)}})
     assert _refusal(result) == ("participant_error", 0)
-    assert "IndexError" in result.refusal["detail"]
+    assert "the torch planner's model answered shape (1, 3), want (1, 10, 2) finite" in result.refusal["detail"]
     assert result.exit_code == 18
 
 
