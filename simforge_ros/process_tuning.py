@@ -13,6 +13,9 @@ process holds (rclpy, numpy, the rosbags typestore...): py-spy put a quarter of 
 recorder's time in gc_collect_main. ``freeze_startup`` moves what exists once a node is
 built into the permanent generation (never scanned again), and the young-generation
 threshold is raised so the per-step garbage is swept in larger, rarer batches.
+
+**signals.** `simforge run` starts each node with the stop signals blocked, and the node
+takes them once its handlers are in place (``HELD_SIGNALS``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import signal
 import threading
 from collections.abc import Callable
 
@@ -73,3 +77,15 @@ def exit_after(seconds: float, code: int, last_words: Callable[[], None]) -> thr
     timer.daemon = True
     timer.start()
     return timer
+
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals `simforge run` blocks while it starts a node (see runner._start_node): one
+that comes before the node has its handlers stays pending until unblock_held_signals()."""
+
+
+def unblock_held_signals() -> None:
+    """Take the stop signals once this node's handlers are in place: one that came while the
+    node started (held by the mask it inherited from `simforge run`) is delivered now, to
+    them. Started otherwise (ros2 run, launch), nothing was held and this changes nothing."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)

@@ -22,16 +22,25 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
 from simforge_ros import topics
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, REFUSALS, ConfigError, ParticipantError, Problem
+from simforge_ros.core.errors import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    REFUSALS,
+    Aborted,
+    ConfigError,
+    ParticipantError,
+    Problem,
+)
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
+from simforge_ros.process_tuning import HELD_SIGNALS
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
@@ -342,23 +351,28 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
     if profile is not None and not user_profile:
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+    stop_asked = threading.Event()
+
+    def stop() -> None:
+        stop_asked.set()
+        if "clock_master" in procs:
+            procs["clock_master"].send_signal(signal.SIGINT)
+
     try:
-        for node in order:
-            log = (logs / f"{node}.log").open("wb")
-            handles.append(log)
-            procs[node] = subprocess.Popen(
-                [sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args",
-                 "--params-file", str(params_file)],
-                env=env, cwd=str(spec.out_dir), stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )
-        clock = procs["clock_master"]
-        follower = _StepsFollower(spec.out_dir / "steps.jsonl")
-        shown = 0
         # the nodes run in sessions of their own: a signal to this process reaches the
-        # clock master only through here
-        try:
-            with _stop_signals(lambda: clock.send_signal(signal.SIGINT)):
+        # clock master only through here, from before the first of them starts (one that
+        # came while they were started used to end this process alone, the nodes waiting on)
+        with _stop_signals(stop):
+            for node in order:
+                log = (logs / f"{node}.log").open("wb")
+                handles.append(log)
+                procs[node] = _start_node(node, params_file, env, spec.out_dir, log)
+            clock = procs["clock_master"]
+            if stop_asked.is_set():  # asked before the clock master was there to be told:
+                clock.send_signal(signal.SIGINT)  # held until its handler is in place
+            follower = _StepsFollower(spec.out_dir / "steps.jsonl")
+            shown = 0
+            try:
                 while clock.poll() is None:
                     chained = follower.poll() if spec.record else None
                     for name, proc in procs.items():
@@ -375,8 +389,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                         shown = follower.count
                         on_step(shown - 1, spec.steps)  # total 0: the scenario decides
                     time.sleep(0.05)
-        finally:
-            follower.close()
+            finally:
+                follower.close()
         with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
             wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
@@ -388,9 +402,36 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     outcome = read_outcome(logs / "clock_master.log")
     if outcome is None and procs["clock_master"].returncode == EXIT_USAGE:
         not_started = "clock_master"
+    if outcome is None and not_started is None and stop_asked.is_set():  # before its Python had started
+        interrupted = {"code": Aborted.code, "step": -1, "detail": "interrupted while the nodes were starting"}
+        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": interrupted},
+                       Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     return _result(spec, outcome, procs["clock_master"].returncode)
+
+
+def _start_node(
+    node: str, params_file: Path, env: Mapping[str, str], cwd: Path, log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """Start one node process, the stop signals blocked in it until its handlers are in place.
+
+    A signal the runner passes on right after the start (a Ctrl-C while the nodes start)
+    was lost or misread otherwise: dropped where SIGINT came ignored from the shell, or a
+    KeyboardInterrupt in the node's imports, or rclpy's handler shutting the context under
+    the node being built ("the given context is not valid"). The node unblocks them
+    (nodes.common.unblock_held_signals); here they are blocked only while forking, so
+    this process still takes its own.
+    """
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)],
+            env=env, cwd=str(cwd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

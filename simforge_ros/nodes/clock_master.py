@@ -80,7 +80,7 @@ from simforge_ros.nodes.common import (
     spin_until,
     watch_node_params,
 )
-from simforge_ros.process_tuning import freeze_startup, tune_process
+from simforge_ros.process_tuning import freeze_startup, tune_process, unblock_held_signals
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
@@ -624,6 +624,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tune_process()
     rclpy.init(args=argv)
+    # Taken from rclpy before the node is built: its own handler shut the context down under
+    # a Ctrl-C that came while the node was being built, which then failed as an unexpected
+    # error ("the given context is not valid"); the run ends as aborted at its first check.
+    early = {"interrupted": False}
+    signal.signal(signal.SIGTERM, lambda *_: early.update(interrupted=True))
+    signal.signal(signal.SIGINT, lambda *_: early.update(interrupted=True))
+    unblock_held_signals()
     try:
         try:
             clock = ClockMaster()
@@ -636,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
+        clock.interrupted = clock.interrupted or early["interrupted"]
         executor = make_executor()
         executor.add_node(clock.node)
         freeze_startup()

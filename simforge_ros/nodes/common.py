@@ -30,7 +30,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
-from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process
+from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process, unblock_held_signals
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -341,6 +341,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    unblock_held_signals()
     try:
         try:
             shell = build()

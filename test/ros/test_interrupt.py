@@ -57,6 +57,34 @@ def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp
     assert not processes_mentioning(str(out))
 
 
+@pytest.mark.parametrize(("sig", "sigint_ignored"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
+def test_a_signal_while_the_nodes_start_is_aborted_not_lost(tmp_path, sig, sigint_ignored):
+    """Passed on to a clock master not yet holding its handlers, the interrupt was lost (SIGINT
+    ignored as the shell started the job: the run went on to be counted) or misread (a
+    KeyboardInterrupt in its imports, or rclpy's handler shutting the context under the
+    node being built: 'clock master exited with 1'). Now the nodes start with the stop
+    signals blocked and take them once their handlers are in place."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    # `simforge run ... &` in a script starts with SIGINT ignored (the shell's rule for
+    # background jobs), and so did its nodes: SIGTERM is how such a run is stopped
+    ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, preexec_fn=ignore_sigint)
+    wall_deadline = time.monotonic() + 60
+    while not list(out.glob("*/logs/clock_master.log")):  # the clock master has just been started
+        assert time.monotonic() < wall_deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.001)
+    os.kill(proc.pid, sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    result = json.loads(stdout)
+    assert result["status"] == "refused" and result["refusal"]["code"] == "aborted", result
+    assert result["refusal"]["step"] == -1 and result["steps"] == 0
+    assert "Traceback" not in stderr and "unexpected error" not in stderr
+    assert not processes_mentioning(str(out))
+
+
 def test_an_interrupt_while_the_recorder_confirms_the_run_leaves_it_counted(tmp_path, monkeypatch):
     """The recorder writes its manifest as it answers Finish: the run's outcome must be the
     manifest's, whenever the interrupt comes."""
