@@ -45,10 +45,16 @@ def check_comparable(a: RunDir, b: RunDir) -> None:
         DiffRefused: the manifests' scenario or contract differ (both named).
     """
     for key in ("scenario", "contract"):
-        if a.manifest[key] != b.manifest[key]:
+        va, vb = a.manifest[key], b.manifest[key]
+        if va != vb:
+            if isinstance(va, dict) and isinstance(vb, dict):  # the fields that differ, not the whole contract
+                fields = sorted(set(va) | set(vb), key=str)
+                said = ", ".join(f"{f}: {format_value(va.get(f, MISSING))} vs {format_value(vb.get(f, MISSING))}"
+                                 for f in fields if va.get(f, MISSING) != vb.get(f, MISSING))
+            else:
+                said = f"{format_value(va)} vs {format_value(vb)}"
             raise DiffRefused(
-                f"{a.path / MANIFEST} and {b.path / MANIFEST}: different {key} "
-                f"({format_value(a.manifest[key])} vs {format_value(b.manifest[key])}); pass --force to compare anyway"
+                f"{a.path / MANIFEST} and {b.path / MANIFEST}: different {key} ({said}); pass --force to compare anyway"
             )
 
 

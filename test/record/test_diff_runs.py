@@ -89,6 +89,12 @@ def test_other_scenario_or_contract_is_refused_unless_forced(
     assert main([str(a), str(b)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("simforge diff: ") and f"different {what}" in err and err.count("\n") == 1
+    if what == "contract":  # the field that differs, not the whole contract
+        (field,) = fields
+        assert f"{field}: " in err
+        assert "(latency_steps: 1 vs 2)" in err if field == "latency_steps" else "ticks_per_step: 5 vs 10" in err
+    else:
+        assert "vs 'curvy_road')" in err
     forced = diff_runs(a, b, force=True)
     assert not forced.identical and forced.step == 0
     # another scenario: the world differs (state, world digest); another contract: timing
