@@ -16,6 +16,8 @@ RECORDED = "/simforge/recorded"
 # std_msgs/String, latched: why the recorder could not write the run's record (a full
 # disk); the clock master refuses the run at its next step instead of running on unrecorded
 RECORDER_FAILURE = "/simforge/recorder_failure"
+# published latched (transient local, depth 16): a reader that comes later gets them too
+LATCHED = (STATUS, NODE_PARAMS)
 # published once a step, all by the clock master: what a recorder must hear from the start
 STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 

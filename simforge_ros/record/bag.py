@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, cast
 
-from rosbags.interfaces import Connection
+from rosbags.interfaces import Connection, Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import CompressionMode, StoragePlugin
 from rosbags.rosbag2.storage_mcap import (
@@ -38,10 +38,29 @@ from rosbags.rosbag2.storage_mcap import (
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from simforge_ros import topics
 from simforge_ros.core.errors import SimforgeError
 
 PACKAGE = "simforge_ros"
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
+
+
+_UNSPECIFIED = QosTime(0, 0)  # rmw's "default" deadline, lifespan and lease
+
+
+def offered_qos(topic: str) -> tuple[Qos, ...]:
+    """The QoS simforge's publisher of ``topic`` offers (nodes.common RECORD_QOS and
+    LATCHED_QOS), for the bag's metadata: `ros2 bag play` adapts its publishers to the
+    recorded offers, so the run status and node parameters replay latched (a reader that
+    comes later still gets them) and the rest reliable. An empty list replayed them volatile."""
+    latched = topic in topics.LATCHED
+    return (Qos(
+        history=QosHistory.KEEP_LAST if latched else QosHistory.KEEP_ALL, depth=16 if latched else 0,
+        reliability=QosReliability.RELIABLE,
+        durability=QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE,
+        deadline=_UNSPECIFIED, lifespan=_UNSPECIFIED, liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=_UNSPECIFIED, avoid_ros_namespace_conventions=False,
+    ),)
 
 
 class BagError(SimforgeError):
@@ -233,7 +252,8 @@ class BagWriter:
         """Write one serialised message; ``t_ns`` is its simulation time in nanoseconds."""
         conn = self._connections.get(topic)
         if conn is None:
-            conn = self._writer.add_connection(topic, msgtype, typestore=self._store)
+            conn = self._writer.add_connection(topic, msgtype, typestore=self._store,
+                                               offered_qos_profiles=offered_qos(topic))
             self._connections[topic] = conn
         self._writer.write(conn, t_ns, raw)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import StoragePlugin
 
-from simforge_ros.record.bag import BackgroundBagWriter, BagWriter, typestore
+from simforge_ros.record.bag import BackgroundBagWriter, BagWriter, offered_qos, typestore
 
 IMAGE = "sensor_msgs/msg/Image"
 CLOCK = "rosgraph_msgs/msg/Clock"
@@ -33,7 +33,8 @@ def _with_rosbags(path: Path, messages: list[tuple[str, str, int, bytes]]) -> No
         conns = {}
         for topic, msgtype, t_ns, raw in messages:
             if topic not in conns:
-                conns[topic] = writer.add_connection(topic, msgtype, typestore=store)
+                conns[topic] = writer.add_connection(topic, msgtype, typestore=store,
+                                                     offered_qos_profiles=offered_qos(topic))
             writer.write(conns[topic], t_ns, raw)
 
 
@@ -59,3 +60,32 @@ def test_lean_bag_reads_back_every_message_in_order(tmp_path: Path) -> None:
     with Reader(tmp_path / "bag") as reader:  # raw: the payloads are not real messages
         got = [(conn.topic, t_ns, bytes(raw)) for conn, t_ns, raw in reader.messages()]
     assert got == [(topic, t_ns, raw) for topic, _, t_ns, raw in messages]
+
+
+def test_the_bag_records_the_qos_each_topic_is_published_with(tmp_path: Path) -> None:
+    """`ros2 bag play` adapts its publishers to the recorded offers: with none recorded, the
+    run status and node parameters replayed volatile, lost to a reader that came later."""
+    import yaml
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy
+
+    from simforge_ros import topics
+    from simforge_ros.nodes.common import LATCHED_QOS, RECORD_QOS
+
+    with BagWriter(tmp_path / "bag") as bag:
+        bag.write(topics.CLOCK, CLOCK, 0, bytes(8))
+        bag.write(topics.STATUS, "std_msgs/msg/String", 0, bytes(8))
+    meta = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    offered = {t["topic_metadata"]["name"]: t["topic_metadata"]["offered_qos_profiles"]
+               for t in meta["topics_with_message_count"]}
+    for topic, qos in ((topics.CLOCK, RECORD_QOS), (topics.STATUS, LATCHED_QOS)):
+        (profile,) = offered[topic]
+        assert profile["reliability"] == "reliable"
+        assert profile["durability"] == ("transient_local" if qos.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                                         else "volatile")
+        assert profile["history"] == ("keep_all" if qos.history == HistoryPolicy.KEEP_ALL else "keep_last")
+        assert profile["depth"] == (0 if qos.history == HistoryPolicy.KEEP_ALL else qos.depth)
+    assert offered[topics.STATUS][0]["durability"] == "transient_local"
+    assert set(topics.LATCHED) == {topics.STATUS, topics.NODE_PARAMS}
+    with Reader(tmp_path / "bag") as reader:  # and it reads back with rosbags
+        assert {c.topic: c.ext.offered_qos_profiles[0].durability.name for c in reader.connections} == {
+            topics.CLOCK: "VOLATILE", topics.STATUS: "TRANSIENT_LOCAL"}
