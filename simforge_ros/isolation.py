@@ -10,6 +10,7 @@ with the process that holds it, even after a crash. A user's ROS_DOMAIN_ID is ho
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import sys
@@ -37,9 +38,32 @@ class DomainLease:
     env: Mapping[str, str]
 
 
-def _try_lock(domain_id: int) -> IO[str] | None:
+def _open_lock(path: Path) -> int:
+    """A lock file every user of this machine can open: two users' runs share localhost
+    discovery, so they must share the leases too. The directory is made like /tmp
+    (world-writable, sticky) and each file read-write for all by whoever creates it; a file
+    made 0644 by another user's older simforge could not be opened here (PermissionError).
+
+    Raises:
+        ConfigError: the file exists and this user may not open it (it names the file).
+    """
+    from simforge_ros.core.errors import ConfigError
+
     LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    handle = open(LOCK_DIR / f"{domain_id}.lock", "w")  # noqa: SIM115 - held for the lease
+    with contextlib.suppress(OSError):  # only its owner may (who made it, maybe an older simforge)
+        os.chmod(LOCK_DIR, 0o1777)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:
+        raise ConfigError.single("ROS_DOMAIN_ID", "lock file", "a file every user may open (remove it, or ask "
+                                 "its owner to: it only holds a lease while a run lasts)", str(path)) from None
+    with contextlib.suppress(OSError):  # only the owner may; the umask took the others' bits
+        os.fchmod(fd, 0o666)
+    return fd
+
+
+def _try_lock(domain_id: int) -> IO[str] | None:
+    handle = os.fdopen(_open_lock(LOCK_DIR / f"{domain_id}.lock"), "w")  # held for the lease
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -80,8 +104,7 @@ def hold_domain(domain_id: int, who: str) -> Iterator[None]:
     """
     from simforge_ros.core.errors import ConfigError
 
-    LOCK_DIR.mkdir(parents=True, exist_ok=True)
-    fd = os.open(LOCK_DIR / f"{domain_id}.run", os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open_lock(LOCK_DIR / f"{domain_id}.run")
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

@@ -4,6 +4,7 @@ ROS_DOMAIN_ID), and what a run broken by a full disk says it kept."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,8 +120,6 @@ def _free_domains(count: int) -> list[int]:
 def test_a_domain_another_run_is_in_is_a_usage_error_naming_that_run(tmp_path, monkeypatch):
     """Two runs given one ROS_DOMAIN_ID answered each other's requests: both were refused,
     by symptoms ("two nodes serve /simforge/decide") that did not name the cause."""
-    import os
-
     from simforge_ros.isolation import _held_for_a_run, hold_domain
 
     (domain,) = _free_domains(1)
@@ -152,3 +151,35 @@ def test_a_lease_passes_over_a_users_domain_a_run_is_in(monkeypatch):
                 assert lease.domain_id == third
     with isolation.lease_domain() as lease:  # all free again: the pid picks the start
         assert lease.domain_id in (first, second, third)
+
+
+def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):
+    """Two users' runs share localhost discovery, so they share the domain leases: the lock
+    directory is made like /tmp and each lock file read-write for all; one that this user
+    may not open is named, not a PermissionError traceback."""
+    import stat
+
+    from simforge_ros import isolation
+
+    monkeypatch.setattr(isolation, "LOCK_DIR", tmp_path / "locks")
+    old = os.umask(0o077)  # made under a strict umask
+    try:
+        handle = isolation._try_lock(7)
+        with isolation.hold_domain(7, "simforge run r"):
+            pass
+    finally:
+        os.umask(old)
+    assert handle is not None
+    handle.close()
+    assert stat.S_IMODE((tmp_path / "locks").stat().st_mode) == 0o1777
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "locks").iterdir()} == {
+        "7.lock": 0o666, "7.run": 0o666}
+
+    def refused(*_args, **_kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(isolation.os, "open", refused)
+    with pytest.raises(ConfigError) as err:
+        isolation.hold_domain(8, "simforge run r").__enter__()
+    assert str(err.value).startswith("ROS_DOMAIN_ID: lock file: expected a file every user may open")
+    assert str(tmp_path / "locks" / "8.run") in str(err.value)
