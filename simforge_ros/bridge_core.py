@@ -64,11 +64,14 @@ class BridgeCore:
         """Advance to request.t_us and observe; returns the observation and its frames.
 
         Raises:
-            RateNotMultiple: the time to advance is not a whole number of ticks.
+            RateNotMultiple: the time to advance is not a whole number of ticks, or the
+                decision period is not positive.
             ParticipantError: steps out of order, or a step before reset.
         """
         step = request.step
         faults = self._config.faults
+        if request.decision_us <= 0:  # the frames' period defaults to it: no step without it
+            raise RateNotMultiple(step, f"decision_us={request.decision_us} must be > 0")
         if request.reset:
             self._info = self._backend.load(request.seed)
             self._last_step = -1

@@ -75,3 +75,14 @@ def test_a_rendered_frame_has_its_pixels_or_a_way_to_draw_them_not_both():
     for bad in ({}, {"pixels": pixels, "draw": lambda: pixels}):
         with pytest.raises(ValueError, match="either its pixels or a way to draw them"):
             RenderedFrame(stamp, **bad)
+
+
+@pytest.mark.parametrize("decision_us", [0, -100_000])
+def test_a_decision_period_that_is_not_positive_is_refused_by_name(decision_us):
+    """0 reached the frames' period (t % 0): the bridge died with a ZeroDivisionError."""
+    from simforge_ros.core.errors import RateNotMultiple
+
+    with pytest.raises(RateNotMultiple) as info:
+        _core().step(StepRequest(0, 0, decision_us, 0, True, Action(0, 0, 0, 0.0, 0.0)))
+    assert info.value.code == "rate_not_multiple" and info.value.step == 0
+    assert info.value.detail == f"decision_us={decision_us} must be > 0"
