@@ -28,6 +28,7 @@ def test_the_estimate_follows_steps_cameras_size_and_camera_period(tmp_path):
     assert two.bytes == room.FIXED_BYTES + 1000 * (room.STEP_BYTES + 2 * frame)
     assert est(sim_bridge={"cameras": []}).bytes == room.FIXED_BYTES + 1000 * room.STEP_BYTES
     assert est(sim_bridge={"camera_period_us": 200_000}).bytes < two.bytes  # a frame every other step
+    assert est(sim_bridge={"camera_period_us": 1}).bytes == two.bytes  # never more than a frame a step
     assert est(sim_bridge={"width": 640, "height": 360}).bytes > 3 * two.bytes
     whole = room.estimate(node_params(_spec(tmp_path)))  # steps 0: the scenario's 22 s at 100 ms
     assert whole.steps == 220

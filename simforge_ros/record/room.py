@@ -68,7 +68,9 @@ def estimate(params: Mapping[str, Mapping[str, Any]]) -> RecordEstimate | None:
         return None
     cameras = len(_value(params, "sim_bridge", "cameras")) if "sim_bridge" in params else 0
     width, height = int(_value(params, "sim_bridge", "width")), int(_value(params, "sim_bridge", "height"))
-    frames_per_step = 1.0 if not camera_period_us else decision_us / camera_period_us
+    # drawn only at step times, so at most once a step whatever the period (1 us used to
+    # be estimated as 100 000 frames a step: a disk-space refusal for a rate problem)
+    frames_per_step = 1.0 if not camera_period_us else min(1.0, decision_us / camera_period_us)
     frame = width * height * 3 + FRAME_OVERHEAD_BYTES
     total = FIXED_BYTES + steps * (STEP_BYTES + cameras * frames_per_step * frame)
     return RecordEstimate(int(total), steps, cameras, width, height)
