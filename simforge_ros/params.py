@@ -11,6 +11,7 @@ converted exactly or refused with ``rate_not_multiple``. A default of ``None`` m
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,6 +109,11 @@ def spec(node: str, name: str, source: str = "--set") -> ParamSpec:
     raise ConfigError.single(source, f"{node}.{name}", f"a parameter of {node}: {names}", name)
 
 
+# A float written with an exponent and no dot ("1e-3", "2E5"): a double to ROS 2's own
+# parameter parser (rcl), a string to PyYAML, which follows YAML 1.1 here.
+_EXPONENT_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
+
+
 def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     """Check a value against its spec (ints are accepted for floats, nothing else widens).
 
@@ -115,6 +121,8 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
         ConfigError: unknown parameter or a value of the wrong type.
     """
     item = spec(node, name, source)
+    if item.kind == "float" and isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value.strip()):
+        value = float(value)  # "1e-3": PyYAML reads a string (YAML 1.1 wants a dot), rcl a double
     ok = {
         "int": isinstance(value, int) and not isinstance(value, bool),
         "float": isinstance(value, (int, float)) and not isinstance(value, bool),

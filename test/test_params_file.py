@@ -145,3 +145,19 @@ recorder:
     assert params["recorder"]["storage"] == "mcap"
     assert all("use_sim_time" not in values for values in params.values())
     assert [n.split(" ignored")[0] for n in notes] == [f"{path}: /**.use_sim_time", f"{path}: recorder.use_sim_time"]
+
+
+def test_a_float_with_an_exponent_and_no_dot_is_a_float_as_ros_reads_it(tmp_path):
+    """PyYAML reads `1e-3` as a string (YAML 1.1 wants a dot); ROS 2's parameter parser, a
+    double: a stack's file with `pose_tolerance_m: 1e-3` was refused as 'a value of type float'."""
+    path = tmp_path / "p.yaml"
+    path.write_text("clock_master:\n  ros__parameters:\n    pose_tolerance_m: 1e-3\n    pose_tolerance_deg: 5E-2\n")
+    assert read_params_file(path)["clock_master"] == {"pose_tolerance_m": 0.001, "pose_tolerance_deg": 0.05}
+    assert cli._parse_set(["sim_bridge.tick_s=2e-2"]) == {"sim_bridge": {"tick_s": "2e-2"}}  # coerced on use:
+    from simforge_ros.params import coerce
+
+    assert coerce("sim_bridge", "tick_s", "2e-2") == 0.02
+    for not_a_number in ("1e", "e5", "1e-3x", "1.0.0e3"):
+        with pytest.raises(ConfigError, match="expected a value of type float"):
+            coerce("sim_bridge", "tick_s", not_a_number)
+    assert coerce("clock_master", "run_id", "1e-3") == "1e-3"  # only where a float is declared
