@@ -59,7 +59,9 @@ class Printed:
         return self.text
 
 
-_PROBLEM_LINE = re.compile(r"^(?P<source>[^:\s]+): (?P<field>.+?): expected (?P<expected>.*), got (?P<got>.*)$")
+# A field holds no colon and an expected form no ", got ": a got that quotes another
+# problem (a scenario file's own error) stays whole instead of being split inside.
+_PROBLEM_LINE = re.compile(r"^(?P<source>[^:\s]+): (?P<field>[^:]+): expected (?P<expected>.*?), got (?P<got>.*)$")
 
 
 class ConfigError(SimforgeError):

@@ -6,6 +6,7 @@ A name resolves to ``<dir>/<name>.yaml`` in the first of ``scenario_dirs()`` tha
 from __future__ import annotations
 
 import hashlib
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +16,17 @@ from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
 
 _SHARE = Path("share") / "simforge_ros" / "config" / "scenarios"
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, reading a number with an exponent and no dot (``5e1``) as a
+    float, as YAML 1.2 does (PyYAML follows YAML 1.1 there and read the string '5e1')."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
 
 
 def scenario_dirs() -> list[Path]:
@@ -61,7 +73,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     path = _resolve(name_or_path)
     source = path.read_bytes()
     try:
-        doc = yaml.safe_load(source)
+        doc = yaml.load(source, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as err:
         raise ScenarioError(path, "<document>", "valid YAML", str(err).replace("\n", " ")) from err
     return build_scenario(doc, path, source, hashlib.sha256(source).hexdigest())

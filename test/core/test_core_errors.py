@@ -76,13 +76,19 @@ def test_config_error_reports_every_problem() -> None:
         E.Problem("driver", "driver.weights_path", "an existing weights file", "/tmp/a, got b.pt"),
         E.Problem("clock_master", "steps", "an integer >= 0", -3),
         E.Problem("sim_bridge", "cameras", "a list of distinct cameras from a, b", ["a", "a"]),
+        # a got quoting a scenario file's own problem (it was split inside, and the node's
+        # configuration error came back as a participant_error)
+        E.Problem("sim_bridge", "scenario", "a valid scenario name or file",
+                  "/tmp/rt.yaml: duration_us: expected integer microseconds, got '2.2e7'"),
     ],
 )
 def test_a_problem_printed_by_another_process_parses_back_to_the_same_line(problem) -> None:
     again = E.Problem.parse(str(problem))
     assert again is not None
-    assert (again.source, again.field) == (problem.source, problem.field)
+    assert (again.source, again.field, again.expected) == (problem.source, problem.field, problem.expected)
     assert str(again) == str(problem)
+    # as the runner reads a node's log line with the node's name in front
+    assert E.Problem.parse(f"{problem.source}: {problem}") is None
 
 
 @pytest.mark.parametrize("line", ["", "[ERROR] [12.5] [clock_master]: refused: time_drift",

@@ -66,6 +66,26 @@ def test_valid_minimal_doc_loads(write_doc, minimal_doc):
     assert sc.actors[0].kind == "vehicle" and sc.actors[0].path[1].t_us == 1_000_000
 
 
+def test_a_number_with_an_exponent_and_no_dot_is_a_number(write_doc, minimal_doc):
+    """PyYAML (YAML 1.1) read `-5e1` as the string '-5e1': 'expected a finite number'."""
+    import yaml
+
+    doc = minimal_doc()
+    doc["ego"]["start"]["x_m"], doc["ego"]["start"]["speed_mps"] = "@X@", "@V@"
+
+    def text(**more: str) -> str:
+        out = yaml.safe_dump(doc, sort_keys=False).replace("'@X@'", "-5e1").replace("'@V@'", "2E0")
+        for key, value in more.items():
+            out = out.replace(f"'@{key}@'", value)
+        return out
+
+    sc = load_scenario(write_doc(text(), "exponent"))
+    assert (sc.ego.start.x_m, sc.ego.start_speed_mps) == (-50.0, 2.0)
+    doc["duration_us"] = "@D@"  # a time is still whole microseconds: 2e7 is a float
+    err = _refused(write_doc, text(D="2e7"))
+    assert (err.field, err.expected) == ("duration_us", "integer microseconds")
+
+
 def test_missing_field(write_doc, minimal_doc):
     doc = minimal_doc()
     del doc["duration_us"]
