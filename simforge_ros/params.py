@@ -167,7 +167,11 @@ def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, 
 # Parameters rclpy declares on every node itself. A stack's parameter file often sets them
 # for all nodes (``/**``); simforge's nodes time nothing by them, so a file may give them
 # and they are left out of the run (with a note), where any other unknown name is refused.
-RCLPY_PARAMS: Mapping[str, type] = {"use_sim_time": bool}
+# (`ros2 param dump` of a running simforge node writes both.)
+RCLPY_PARAMS: Mapping[str, tuple[type, str]] = {
+    "use_sim_time": (bool, "simforge's nodes take each step's time from the request that names it, never from /clock"),
+    "start_type_description_service": (bool, "simforge's nodes start with rclpy's default (true)"),
+}
 
 
 def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -203,12 +207,11 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
         name = str(key).lstrip("/")
         for param, value in values.items():
             if param in RCLPY_PARAMS:
-                kind, field = RCLPY_PARAMS[param], f"{'/' if name == '**' else ''}{name}.{param}"
+                (kind, why), field = RCLPY_PARAMS[param], f"{'/' if name == '**' else ''}{name}.{param}"
                 if type(value) is not kind:
                     problems.append(Problem(source, field, f"a value of type {kind.__name__}", value))
                 elif notes is not None:
-                    notes.append(f"{source}: {field} ignored: rclpy's own parameter; simforge's nodes "
-                                 "take each step's time from the request that names it, never from /clock")
+                    notes.append(f"{source}: {field} ignored: rclpy's own parameter; {why}")
                 continue
             if name != "**":
                 params.setdefault(name, {})[str(param)] = value

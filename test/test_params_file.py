@@ -147,6 +147,23 @@ recorder:
     assert [n.split(" ignored")[0] for n in notes] == [f"{path}: /**.use_sim_time", f"{path}: recorder.use_sim_time"]
 
 
+
+def test_a_node_s_parameters_as_ros2_param_dump_writes_them_are_taken(tmp_path):
+    """`ros2 param dump /sim_bridge` of a running node adds rclpy's own two parameters."""
+    path = _write(tmp_path, """
+/sim_bridge:
+  ros__parameters:
+    cameras: [front]
+    start_type_description_service: true
+    use_sim_time: false
+""")
+    notes: list[str] = []
+    assert read_params_file(path, notes) == {"sim_bridge": {"cameras": ["front"]}}
+    assert [n.split(" ignored")[0] for n in notes] == [
+        f"{path}: sim_bridge.start_type_description_service", f"{path}: sim_bridge.use_sim_time"]
+    assert "rclpy's default" in notes[0] and "never from /clock" in notes[1]
+
+
 def test_a_float_with_an_exponent_and_no_dot_is_a_float_as_ros_reads_it(tmp_path):
     """PyYAML reads `1e-3` as a string (YAML 1.1 wants a dot); ROS 2's parameter parser, a
     double: a stack's file with `pose_tolerance_m: 1e-3` was refused as 'a value of type float'."""

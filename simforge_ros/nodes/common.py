@@ -54,7 +54,7 @@ HOST = socket.gethostname()
 WALL_POLL_S = 0.05
 
 
-def _descriptor(item: ParamSpec) -> ParameterDescriptor:
+def _descriptor(item: ParamSpec, read_only: bool = True) -> ParameterDescriptor:
     """What `ros2 param describe` shows: the parameter's meaning and range. Read-only: a
     node reads its parameters once, at start-up, so a `ros2 param set` mid-run would
     change nothing and is refused instead. (The range is checked by params.coerce, which
@@ -64,7 +64,8 @@ def _descriptor(item: ParamSpec) -> ParameterDescriptor:
         limits = f"{low if low is not None else ''}..{item.maximum if item.maximum is not None else ''}"
     else:
         limits = "> 0" if item.positive else ""
-    return ParameterDescriptor(description=item.doc, additional_constraints=limits, read_only=True)
+    return ParameterDescriptor(description=item.doc, additional_constraints=limits, read_only=read_only,
+                               type=_TYPES[item.kind].value)
 
 
 def declare_params(node: Node, node_name: str) -> dict[str, Any]:
@@ -77,8 +78,8 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     problems: list[Problem] = []
     defaulted: set[str] = set()  # not given: the declared default stands
     for item in NODE_PARAMS[node_name]:
-        try:
-            node.declare_parameter(item.name, _TYPES[item.kind], _descriptor(item))
+        try:  # writable until its value is settled below
+            node.declare_parameter(item.name, _TYPES[item.kind], _descriptor(item, read_only=False))
         except InvalidParameterTypeException as err:
             problems.append(Problem(node_name, item.name, f"a value of type {item.kind}", str(err)))
             continue
@@ -100,7 +101,32 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
             values[twin] = None
     if problems:
         raise ConfigError(problems)
+    _settle(node, node_name, values)
     return values
+
+
+def _settle(node: Node, node_name: str, values: Mapping[str, Any]) -> None:
+    """Leave each declared parameter holding the value the node runs with, then read-only.
+
+    A parameter declared with its type and given no value stays "not initialized" in rclpy:
+    `ros2 param get` failed on it, and rclpy answers a GetParameters naming any such one
+    with no values at all, so `ros2 param dump` of a simforge node showed nothing. A
+    default now becomes the parameter's value; one unset (a period's other unit, an
+    optional period) is undeclared, as if never offered, so that a dumped file reads back.
+    """
+    for item in NODE_PARAMS[node_name]:
+        if not node.has_parameter(item.name):
+            continue
+        value = values.get(item.name)
+        if value is None:
+            node.undeclare_parameter(item.name)
+            continue
+        if node.get_parameter_or(item.name).type_ == Parameter.Type.NOT_SET:  # given no value: the default
+            value = float(value) if item.kind == "float" else value  # a default written as an int
+            (result,) = node.set_parameters([Parameter(item.name, _TYPES[item.kind], value)])
+            if not result.successful:
+                raise ConfigError.single(node_name, item.name, f"a value rclpy takes ({result.reason})", value)
+        node.set_descriptor(item.name, _descriptor(item))
 
 
 def steady_timer(node: Node, period_s: float, callback: Callable[[], None]) -> Any:

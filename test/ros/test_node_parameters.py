@@ -24,6 +24,9 @@ def test_each_parameter_describes_itself_and_is_read_only(ros_lease):
         values = declare_params(node, "sim_bridge")
         assert values["width"] == 640  # an override still sets a read-only parameter at start-up
         for item in NODE_PARAMS["sim_bridge"]:
+            if values[item.name] is None:  # unset (the other unit of a period): not offered at all
+                assert not node.has_parameter(item.name)
+                continue
             (descriptor,) = node.describe_parameters([item.name])
             assert descriptor.description == item.doc and descriptor.read_only
         (width,) = node.describe_parameters(["width"])
@@ -33,6 +36,34 @@ def test_each_parameter_describes_itself_and_is_read_only(ros_lease):
         (result,) = node.set_parameters([Parameter("width", value=320)])
         assert not result.successful and "read-only" in result.reason
         assert node.get_parameter("width").value == 640
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("node_name", sorted(NODE_PARAMS))
+def test_every_listed_parameter_has_the_value_the_node_runs_with(ros_lease, node_name):
+    """What `ros2 param dump` and `ros2 param get` read (ListParameters, then GetParameters
+    of every name). A typed parameter given no value stayed uninitialized, and rclpy then
+    answers GetParameters with no values at all: a dump of a simforge node was empty."""
+    import rclpy
+    from rclpy.node import Node
+
+    from simforge_ros.nodes.common import declare_params
+
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "-p", "storage:=sqlite3"] if node_name == "recorder" else [],
+               context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node(node_name, context=context)
+        values = declare_params(node, node_name)
+        names = node.list_parameters([], 0).names
+        got = {p.name: p.value for p in node.get_parameters(names)}  # raised: uninitialized
+        ours = {k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in got.items()
+                if k not in ("use_sim_time", "start_type_description_service")}
+        assert ours == {k: v for k, v in values.items() if v is not None}
+        if node_name == "recorder":
+            assert got["storage"] == "sqlite3"  # an override is the value, a default the default
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
