@@ -13,8 +13,9 @@ differs from 0.0, and NaN equals NaN only when its bits are the same.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import zip_longest
 
 from simforge_ros.core.canonical import strip_wall
 
@@ -128,36 +129,57 @@ def first_field_diff(path: str, x: object, y: object) -> tuple[str, object, obje
     return path, x, y
 
 
-def diff_steps(a: Sequence[Mapping[str, object]], b: Sequence[Mapping[str, object]]) -> DiffResult:
-    """Compare two runs' step records (as in steps.jsonl) and report the first difference."""
+_END = object()  # marks the end of the shorter run in diff_steps
+
+
+def diff_steps(a: Iterable[Mapping[str, object]], b: Iterable[Mapping[str, object]]) -> DiffResult:
+    """Compare two runs' step records (as in steps.jsonl) and report the first difference.
+
+    The records are read one pair at a time, so neither run need be held in memory; when
+    one run is longer, the rest of it is read to count its steps.
+    """
     # The runs may have different lengths: the common prefix is compared, then the lengths.
-    for i, (ra, rb) in enumerate(zip(a, b, strict=False)):
-        step = ra.get("step", i)
-        step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
-        # Both records yield the same sections in the same order (they only differ in count when one
-        # timing is a mapping and the other is not, and that difference is found first).
-        for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb), strict=True):
-            found = first_field_diff(path, va, vb)
-            if found is not None:
-                frames_differ = category == "frames" or any(
-                    first_field_diff(k, ra.get(k, MISSING), rb.get(k, MISSING)) is not None
-                    for k in ("frames", "frames_digest")
-                )
-                return DiffResult(False, step_no, category, found[0], found[1], found[2], i, frames_differ)
-        extra = [k for k in ra if k not in _KNOWN] + [k for k in rb if k not in _KNOWN and k not in ra]
-        for key in extra:
-            if key == "wall" or key.startswith("wall_"):
-                continue  # wall-clock time: never part of what a run computes
-            found = first_field_diff(key, ra.get(key, MISSING), rb.get(key, MISSING))
-            if found is not None:
-                return DiffResult(False, step_no, "other", found[0], found[1], found[2], i)
-        found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING))
+    ia, ib = iter(a), iter(b)
+    i = 0
+    for ra, rb in zip_longest(ia, ib, fillvalue=_END):
+        if ra is _END or rb is _END:
+            len_a = i + (ra is not _END) + sum(1 for _ in ia)
+            len_b = i + (rb is not _END) + sum(1 for _ in ib)
+            return DiffResult(False, i, "steps", "steps", len_a, len_b, i)
+        assert isinstance(ra, Mapping) and isinstance(rb, Mapping)
+        found_step = _first_difference(i, ra, rb)
+        if found_step is not None:
+            return found_step
+        i += 1
+    return DiffResult(True, steps=i)
+
+
+
+def _first_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object]) -> DiffResult | None:
+    """The first difference of the i-th records of two runs, or None."""
+    step = ra.get("step", i)
+    step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
+    # Both records yield the same sections in the same order (they only differ in count when one
+    # timing is a mapping and the other is not, and that difference is found first).
+    for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb), strict=True):
+        found = first_field_diff(path, va, vb)
         if found is not None:
-            return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i)
-    if len(a) != len(b):
-        shorter = min(len(a), len(b))
-        return DiffResult(False, shorter, "steps", "steps", len(a), len(b), shorter)
-    return DiffResult(True, steps=len(a))
+            frames_differ = category == "frames" or any(
+                first_field_diff(k, ra.get(k, MISSING), rb.get(k, MISSING)) is not None
+                for k in ("frames", "frames_digest")
+            )
+            return DiffResult(False, step_no, category, found[0], found[1], found[2], i, frames_differ)
+    extra = [k for k in ra if k not in _KNOWN] + [k for k in rb if k not in _KNOWN and k not in ra]
+    for key in extra:
+        if key == "wall" or key.startswith("wall_"):
+            continue  # wall-clock time: never part of what a run computes
+        found = first_field_diff(key, ra.get(key, MISSING), rb.get(key, MISSING))
+        if found is not None:
+            return DiffResult(False, step_no, "other", found[0], found[1], found[2], i)
+    found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING))
+    if found is not None:
+        return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i)
+    return None
 
 
 def format_value(value: object) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, cast
+from typing import Any, cast, overload
 
 from simforge_ros.core.errors import SimforgeError
 
@@ -46,13 +47,63 @@ class RunDirError(SimforgeError):
         return f"{self.path}: {self.problem}"
 
 
+class StepRecords(Sequence[Mapping[str, Any]]):
+    """The step records of a validated steps.jsonl, read from the file when asked for.
+
+    A run of 20 000 steps holds about 10 KB of Python objects a step once parsed, so the
+    tools that walk a run (verify, diff) would grow with its length; this keeps the byte
+    offset of each line (8 bytes a step) and parses a record each time it is read. Each
+    read checks the record again, so a file changed after it was loaded is named, not
+    misread.
+    """
+
+    def __init__(self, path: Path, offsets: array[int]) -> None:
+        self.path = path
+        self._offsets = offsets  # start of each line, then the end of the last
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, Any]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, Any]]: ...
+
+    def __getitem__(self, index: int | slice) -> Mapping[str, Any] | Sequence[Mapping[str, Any]]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"step record {index} of {n}")
+        index %= n
+        with self._open() as file:
+            file.seek(self._offsets[index])
+            line = file.read(self._offsets[index + 1] - self._offsets[index])
+        return _checked_record(self.path, line, index, last=False)
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        with self._open() as file:
+            for index in range(len(self)):
+                line = file.readline()
+                if len(line) != self._offsets[index + 1] - self._offsets[index]:
+                    raise RunDirError(self.path, f"line {index + 1}: changed since the run was loaded")
+                yield _checked_record(self.path, line, index, last=False)
+
+    def _open(self) -> Any:
+        try:
+            return self.path.open("rb")
+        except OSError as err:
+            raise RunDirError(self.path, f"unreadable: {err.strerror or err}") from err
+
+
 @dataclass(frozen=True)
 class RunDir:
-    """A loaded run directory; ``steps`` are the step records of steps.jsonl, in order."""
+    """A loaded run directory; ``steps`` are the step records of steps.jsonl, in order,
+    parsed from the file as they are read (see StepRecords)."""
 
     path: Path
     manifest: Mapping[str, Any]
-    steps: tuple[Mapping[str, Any], ...]
+    steps: Sequence[Mapping[str, Any]]
 
     @property
     def bag_path(self) -> Path:
@@ -105,20 +156,17 @@ def load_run(path: Path) -> RunDir:
                                            f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
                                            f"said; `simforge salvage {path}` makes a usable run of its bag")
     manifest = read_manifest(path / MANIFEST)
-    steps = read_steps(path / STEPS)
+    steps = StepRecords(path / STEPS, _step_offsets(path / STEPS))
     if len(steps) != manifest["steps"]:
         hint = " (truncated?)" if len(steps) < manifest["steps"] else ""
         raise RunDirError(
             path / STEPS, f"{len(steps)} step records, but {MANIFEST} says steps={manifest['steps']}{hint}"
         )
-    return RunDir(path, manifest, tuple(steps))
+    return RunDir(path, manifest, steps)
 
 
 def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise RunDirError(path, "missing")
-    if not path.is_file():
-        raise RunDirError(path, "not a regular file")
+    _check_file(path)
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
@@ -237,29 +285,61 @@ def read_steps(path: Path) -> list[dict[str, Any]]:
         RunDirError: missing, unreadable, a line that is not a JSON object (a cut-off
             last line is reported as truncated), a missing key, or a step out of order.
     """
-    text = _read_text(path)
-    lines = text.split("\n")
-    complete = text.endswith("\n") or not text
-    if complete:
-        lines.pop()  # the empty string after the final newline
-    records: list[dict[str, Any]] = []
-    for index, line in enumerate(lines):
-        lineno = index + 1
-        last = index == len(lines) - 1
-        if not line.strip():
-            raise RunDirError(path, f"line {lineno}: empty line" + (" (truncated?)" if last else ""))
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            why = "(truncated?)" if last else f"({err.msg} at column {err.colno})"
-            raise RunDirError(path, f"line {lineno}: not valid JSON {why}") from err
-        if not isinstance(record, dict):
-            raise RunDirError(path, f"line {lineno}: not a JSON object (got {type(record).__name__})")
-        problems = step_problems(record, index)
-        if problems:
-            raise RunDirError(path, f"line {lineno}: " + "; ".join(problems))
-        records.append(record)
-    return records
+    offsets = _step_offsets(path)  # every problem is named before any record is returned
+    return [dict(record) for record in StepRecords(path, offsets)]
+
+
+def _step_offsets(path: Path) -> array[int]:
+    """Check every line of steps.jsonl (as read_steps does) without keeping the records;
+    the byte offset where each line starts, then the end of the file.
+
+    Raises:
+        RunDirError: as read_steps.
+    """
+    _check_file(path)
+    offsets = array("q", [0])
+    try:
+        with path.open("rb") as file:
+            index = 0
+            line = file.readline()
+            while line:
+                after = file.readline()
+                _checked_record(path, line, index, last=not after)
+                offsets.append(offsets[-1] + len(line))
+                index += 1
+                line = after
+    except OSError as err:
+        raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
+    return offsets
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise RunDirError(path, "missing")
+    if not path.is_file():
+        raise RunDirError(path, "not a regular file")
+
+
+def _checked_record(path: Path, line: bytes, index: int, last: bool) -> dict[str, Any]:
+    """One line of steps.jsonl, parsed and checked as the record of step ``index``."""
+    lineno = index + 1
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RunDirError(path, f"line {lineno}: not UTF-8 text (byte {err.start}; corrupt?)") from err
+    if not text.strip():
+        raise RunDirError(path, f"line {lineno}: empty line" + (" (truncated?)" if last else ""))
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        why = "(truncated?)" if last else f"({err.msg} at column {err.colno})"
+        raise RunDirError(path, f"line {lineno}: not valid JSON {why}") from err
+    if not isinstance(record, dict):
+        raise RunDirError(path, f"line {lineno}: not a JSON object (got {type(record).__name__})")
+    problems = step_problems(record, index)
+    if problems:
+        raise RunDirError(path, f"line {lineno}: " + "; ".join(problems))
+    return record
 
 
 def step_problems(record: Mapping[str, Any], expected_step: int) -> list[str]:
@@ -276,6 +356,6 @@ def step_problems(record: Mapping[str, Any], expected_step: int) -> list[str]:
     return problems
 
 
-def step_records(run: RunDir, drop: Sequence[str] = ()) -> list[dict[str, Any]]:
-    """Shallow copies of the run's step records without the keys in ``drop``."""
-    return [{k: v for k, v in rec.items() if k not in drop} for rec in run.steps]
+def step_records(run: RunDir, drop: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+    """The run's step records without the keys in ``drop``, one at a time."""
+    return ({k: v for k, v in rec.items() if k not in drop} for rec in run.steps)

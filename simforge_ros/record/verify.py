@@ -13,7 +13,8 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -63,55 +64,73 @@ class VerifyResult:
         }
 
 
-@dataclass(frozen=True)
 class Replay:
-    """What the bag alone says: step records, chains, and the /clock stamps."""
+    """What the bag alone says: its step records, read once through ``records()``, then
+    the chains, the /clock stamps and what the assembler still waits for.
 
-    records: tuple[dict[str, Any], ...]
-    chain_digest: str
-    frames_digest: str | None
-    clock: tuple[tuple[int, int], ...]  # (log time ns, stamp ns), in log order
-    missing: tuple[str, ...]  # what the assembler still waits for (assembler.missing)
-
-
-def replay_bag(bag_path: Path, expected_steps: int = 0) -> Replay:
-    """Feed every step message and camera frame of a bag through a fresh StepAssembler,
-    exactly as the recorder fed it; ``missing`` covers at least ``expected_steps``.
-
-    Raises:
-        BagError: the bag is missing or unreadable, or a simforge topic holds another type.
+    The records are handed out as the assembler completes them and not kept, so a run of
+    any length verifies in flat memory; the /clock stamps are kept as two int64 arrays.
     """
-    assembler = StepAssembler()
-    clock: list[tuple[int, int]] = []
-    last_timing = -1
-    for item in read_bag(bag_path):
-        topic = item.topic
-        if topic in PART_TOPICS:
-            part, msgtype = PART_TOPICS[topic]
-            _expect_type(bag_path, topic, item.msgtype, msgtype)
-            plain = cast("dict[str, Any]", to_plain(item.msg))
-            if part == "timing":
-                last_timing = max(last_timing, int(plain["step"]))
-            assembler.add(part, plain)
-        elif topic == topics.CLOCK:
-            _expect_type(bag_path, topic, item.msgtype, CLOCK_TYPE)
-            stamp = item.msg.clock
-            clock.append((item.t_ns, int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)))
-        elif (match := _IMAGE_TOPIC.match(topic)) is not None:
-            _expect_type(bag_path, topic, item.msgtype, IMAGE_TYPE)
-            msg = item.msg
-            t_us = int(msg.header.stamp.sec) * 1_000_000 + int(msg.header.stamp.nanosec) // 1000
-            assembler.add_frame(
-                match["camera"], t_us, msg.encoding, msg.width, msg.height, msg.step, msg.data
-            )
-    frames = assembler.frames_chain
-    return Replay(
-        records=tuple(assembler.records),
-        chain_digest=assembler.chain.hexdigest,
-        frames_digest=frames.hexdigest if frames.steps else None,
-        clock=tuple(clock),
-        missing=tuple(assembler.missing(max(last_timing + 1, expected_steps))),
-    )
+
+    def __init__(self, bag_path: Path, expected_steps: int = 0) -> None:
+        self.bag_path = bag_path
+        self.expected_steps = expected_steps
+        self.steps = 0
+        self.chain_digest = GENESIS.hex()
+        self.frames_digest: str | None = None
+        self.last_record: dict[str, Any] | None = None
+        self.clock_log_ns = array("q")  # /clock log times, in log order
+        self.clock_stamp_ns = array("q")  # and the stamps they carry
+        self.missing: tuple[str, ...] = ()  # what the assembler still waits for (assembler.missing)
+
+    @property
+    def clock(self) -> Iterator[tuple[int, int]]:
+        """(log time ns, stamp ns) of every /clock message, in log order."""
+        return zip(self.clock_log_ns, self.clock_stamp_ns, strict=True)
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Feed every step message and camera frame of the bag through a fresh
+        StepAssembler, exactly as the recorder fed it, and yield each step record as it is
+        chained; read to its end, it fills in the rest of this Replay (``missing`` covers
+        at least ``expected_steps``).
+
+        Raises:
+            BagError: the bag is missing or unreadable, or a simforge topic holds another type.
+        """
+        bag_path = self.bag_path
+        assembler = StepAssembler(keep_records=False)
+        last_timing = -1
+        for item in read_bag(bag_path):
+            topic = item.topic
+            done: list[dict[str, Any]] = []
+            if topic in PART_TOPICS:
+                part, msgtype = PART_TOPICS[topic]
+                _expect_type(bag_path, topic, item.msgtype, msgtype)
+                plain = cast("dict[str, Any]", to_plain(item.msg))
+                if part == "timing":
+                    last_timing = max(last_timing, int(plain["step"]))
+                done = assembler.add(part, plain)
+            elif topic == topics.CLOCK:
+                _expect_type(bag_path, topic, item.msgtype, CLOCK_TYPE)
+                stamp = item.msg.clock
+                self.clock_log_ns.append(item.t_ns)
+                self.clock_stamp_ns.append(int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec))
+            elif (match := _IMAGE_TOPIC.match(topic)) is not None:
+                _expect_type(bag_path, topic, item.msgtype, IMAGE_TYPE)
+                msg = item.msg
+                t_us = int(msg.header.stamp.sec) * 1_000_000 + int(msg.header.stamp.nanosec) // 1000
+                done = assembler.add_frame(
+                    match["camera"], t_us, msg.encoding, msg.width, msg.height, msg.step, msg.data
+                )
+            for record in done:
+                self.steps += 1
+                self.last_record = record
+                self.chain_digest = assembler.chain.hexdigest
+                yield record
+        frames = assembler.frames_chain
+        self.chain_digest = assembler.chain.hexdigest
+        self.frames_digest = frames.hexdigest if frames.steps else None
+        self.missing = tuple(assembler.missing(max(last_timing + 1, self.expected_steps)))
 
 
 def _expect_type(bag_path: Path, topic: str, got: str, want: str) -> None:
@@ -129,24 +148,29 @@ def _mismatch(step: int, field: str, detail: str) -> tuple[int, str, str]:
 
 
 def _record_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
-    result = diff_steps(list(replay.records), list(run.steps))
+    """The first step where the bag and steps.jsonl disagree; reads the bag to its end."""
+    records = replay.records()
+    result = diff_steps(records, run.steps)
+    for _ in records:  # the rest of the bag: its chains and /clock are checked too
+        pass
     if result.identical:
         return None
     step = int(result.step or 0)
     if result.first == "steps":
         detail = f"the bag gives {result.a} complete steps, {STEPS} holds {result.b}"
-        if replay.missing and len(replay.records) < len(run.steps):
+        if replay.missing and replay.steps < len(run.steps):
             detail += f" ({replay.missing[0]})"
         return _mismatch(step, "steps", detail)
     field = str(result.field)
     return _mismatch(step, field, f"bag {_fmt(result.a)} vs {STEPS} {_fmt(result.b)}")
 
 
-def _clock_mismatch(run: RunDir, clock: Sequence[tuple[int, int]]) -> tuple[int, str, str] | None:
+def _clock_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     """/clock must hold t(k) = k * decision_us for every recorded step, in order, logged
     at its own stamp. A refused run may hold one more: the step that was refused."""
     step_ns = run.decision_us * 1000
-    for k, (t_ns, stamp_ns) in enumerate(clock):
+    clock = replay.clock_stamp_ns
+    for k, (t_ns, stamp_ns) in enumerate(replay.clock):
         if stamp_ns != k * step_ns:
             want = k * step_ns
             return _mismatch(k, "clock", f"/clock message {k} is stamped {stamp_ns} ns, expected {want} ns")
@@ -163,7 +187,7 @@ def _clock_mismatch(run: RunDir, clock: Sequence[tuple[int, int]]) -> tuple[int,
 
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     manifest = run.manifest
-    n = len(replay.records)
+    n = replay.steps
     last = n - 1
     if manifest["steps"] != n:
         return _mismatch(min(n, manifest["steps"]), "manifest.steps",
@@ -179,8 +203,8 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return _mismatch(
             last, "manifest.frames_digest", f"{MANIFEST} has {want_frames}, the bag gives {got_frames}"
         )
-    if replay.records:
-        world = replay.records[-1]["timing"].get("world_digest")
+    if replay.last_record is not None:
+        world = replay.last_record["timing"].get("world_digest")
         if manifest["world_digest"] != world:
             return _mismatch(last, "manifest.world_digest",
                              f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
@@ -199,9 +223,9 @@ def verify_run(run_dir: Path) -> VerifyResult:
         BagError: the bag is missing, truncated or unreadable.
     """
     run = load_run(Path(run_dir))
-    replay = replay_bag(run.bag_path, len(run.steps))
+    replay = Replay(run.bag_path, len(run.steps))
     record = _record_mismatch(run, replay)
-    clock = _clock_mismatch(run, replay.clock)
+    clock = _clock_mismatch(run, replay)
     found = [m for m in (record, clock) if m is not None]
     first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
     matched = len(run.steps) if record is None else record[0]

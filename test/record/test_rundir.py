@@ -171,7 +171,7 @@ def test_record_not_an_object(make_run: MakeRun) -> None:
 def test_not_utf8(make_run: MakeRun) -> None:
     run = make_run()
     (run / "steps.jsonl").write_bytes(b'{"step": 0\xff}\n')
-    assert error_of(run).startswith(f"{run / 'steps.jsonl'}: not UTF-8 text")
+    assert error_of(run).startswith(f"{run / 'steps.jsonl'}: line 1: not UTF-8 text")
 
 
 def test_last_line_without_newline_is_accepted(make_run: MakeRun) -> None:
