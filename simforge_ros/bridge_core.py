@@ -7,14 +7,16 @@ decision_us from the clock master, and the camera period defaults to that interv
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame, SimBackend
-from simforge_ros.core.errors import ParticipantError, RateNotMultiple, StaleFrame
+from simforge_ros.core.errors import ParticipantError, RateNotMultiple, Refusal, StaleFrame
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import BridgeObservation, StepRequest
+from simforge_ros.core.values import Action, ContactEvent
 
 
 @dataclass(frozen=True)
@@ -39,12 +41,25 @@ def _with_flipped_pixel(frame: RenderedFrame) -> RenderedFrame:
     return RenderedFrame(frame.stamp, draw=draw)
 
 
-class BridgeCore:
-    """Serves Step requests over one backend."""
+ADVANCE_CHUNK_TICKS = 10_000
+"""Ticks advanced between two looks at ``BridgeCore.watchdog`` (about 0.1 s of engine
+work here); the same ticks in chunks give the same world, bit for bit."""
 
-    def __init__(self, backend: SimBackend, config: BridgeConfig) -> None:
+
+class BridgeCore:
+    """Serves Step requests over one backend.
+
+    ``watchdog``, when set, is called with the step between chunks of a long advance and
+    raises the Refusal that ends it. In one process with the clock master (the `single`
+    layout) nothing else can: the clock master's timeout and Ctrl-C are only looked at
+    when the bridge gives the thread back, and a step of 10^8 ticks held it for minutes.
+    """
+
+    def __init__(self, backend: SimBackend, config: BridgeConfig,
+                 watchdog: Callable[[int], None] | None = None) -> None:
         self._backend = backend
         self._config = config
+        self.watchdog = watchdog
         self._info: BackendInfo | None = None
         self._last_step = -1
         self._previous_frames: dict[str, RenderedFrame] = {}
@@ -88,8 +103,7 @@ class BridgeCore:
                 raise RateNotMultiple(
                     step, f"advancing {delta_us} us to t_us={request.t_us} is not a whole number of {tick_us} us ticks"
                 )
-            applied = request.applied
-            contacts = self._backend.advance(applied.steer_rad, applied.accel_mps2, delta_us // tick_us)
+            contacts = self._advance(step, request.applied, delta_us // tick_us)
         self._last_step = step
         perturb = faults.at("perturb_state", step)
         if perturb is not None:
@@ -114,6 +128,24 @@ class BridgeCore:
             contacts=tuple(contacts),
         )
         return observation, frames
+
+    def _advance(self, step: int, applied: Action, n_ticks: int) -> list[ContactEvent]:
+        """Hold the applied action for n_ticks ticks; with a watchdog, in chunks."""
+        watchdog = self.watchdog
+        if watchdog is None or n_ticks <= ADVANCE_CHUNK_TICKS:
+            return self._backend.advance(applied.steer_rad, applied.accel_mps2, n_ticks)
+        contacts: list[ContactEvent] = []
+        done = 0
+        while done < n_ticks:
+            chunk = min(ADVANCE_CHUNK_TICKS, n_ticks - done)
+            contacts += self._backend.advance(applied.steer_rad, applied.accel_mps2, chunk)
+            done += chunk
+            if done < n_ticks:
+                try:
+                    watchdog(step)
+                except Refusal as err:
+                    raise type(err)(err.step, f"{err.detail} (had advanced {done} of its {n_ticks} ticks)") from None
+        return contacts
 
     def _frames(self, step: int, t_us: int, period_us: int) -> list[RenderedFrame]:
         if t_us % period_us:

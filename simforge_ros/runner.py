@@ -290,6 +290,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             driver = Driver(context) if spec.driver != EXTERNAL else None
             shells = [s for s in (recorder, bridge, driver) if s is not None]
             clock = ClockMaster(context)
+            bridge.core.watchdog = clock.overdue  # its timeout and Ctrl-C end a long step
         except ConfigError as err:
             raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None
         shells.append(clock)

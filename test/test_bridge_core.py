@@ -7,7 +7,8 @@ import pytest
 
 from simforge_ros.backends.base import RenderedFrame
 from simforge_ros.backends.embedded import EmbeddedBackend
-from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+from simforge_ros.bridge_core import ADVANCE_CHUNK_TICKS, BridgeConfig, BridgeCore
+from simforge_ros.core.errors import ParticipantTimeout
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.values import Action, FrameStamp, Pose2D
@@ -86,3 +87,35 @@ def test_a_decision_period_that_is_not_positive_is_refused_by_name(decision_us):
         _core().step(StepRequest(0, 0, decision_us, 0, True, Action(0, 0, 0, 0.0, 0.0)))
     assert info.value.code == "rate_not_multiple" and info.value.step == 0
     assert info.value.detail == f"decision_us={decision_us} must be > 0"
+
+
+def _long_step(core: BridgeCore, n_ticks: int):
+    decision_us = n_ticks * 20_000
+    core.step(StepRequest(0, 0, decision_us, 0, True, Action(0, 0, 0, 0.0, 0.0)))
+    return core.step(StepRequest(1, decision_us, decision_us, 0, False, Action(1, 0, decision_us, 0.05, 0.8)))
+
+
+def test_a_watched_long_step_advances_in_chunks_to_the_same_world():
+    """Between chunks the watchdog may end the step (single layout: the clock master's timeout
+    and Ctrl-C); the chunks must not change what the step computes."""
+    n_ticks = 2 * ADVANCE_CHUNK_TICKS + 500
+    plain = BridgeCore(EmbeddedBackend("right_turn", 20_000, 64, 48), BridgeConfig((), None))
+    looks: list[int] = []
+    watched = BridgeCore(EmbeddedBackend("right_turn", 20_000, 64, 48), BridgeConfig((), None), watchdog=looks.append)
+    expected, _ = _long_step(plain, n_ticks)
+    observed, _ = _long_step(watched, n_ticks)
+    assert looks == [1, 1]  # after the first and second chunk, not after the last
+    assert observed == expected
+    assert observed.world_digest == expected.world_digest and observed.state == expected.state
+
+
+def test_a_watchdog_refusal_ends_the_step_and_says_how_far_it_got():
+    def overdue(step: int) -> None:
+        raise ParticipantTimeout(step, "still working after 2 s, the limit of a call")
+
+    core = BridgeCore(EmbeddedBackend("right_turn", 20_000, 64, 48), BridgeConfig((), None), watchdog=overdue)
+    with pytest.raises(ParticipantTimeout) as raised:
+        _long_step(core, 3 * ADVANCE_CHUNK_TICKS)
+    assert raised.value.step == 1
+    assert raised.value.detail == (f"still working after 2 s, the limit of a call (had advanced {ADVANCE_CHUNK_TICKS} "
+                                   f"of its {3 * ADVANCE_CHUNK_TICKS} ticks)")

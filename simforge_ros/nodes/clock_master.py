@@ -271,6 +271,7 @@ class ClockMaster:
         # (publisher, message) held back until the next request is on its way: see _call
         self._pending: list[tuple[Any, Any]] = []
         self.interrupted = False
+        self._waiting: tuple[str, float, float] | None = None  # called, its wall deadline, limit (s)
 
     # -- participants over ROS -------------------------------------------------------------
     def _on_recorded(self, msg: UInt64) -> None:
@@ -369,6 +370,7 @@ class ClockMaster:
         # after the answer measured slower.)
         self._flush()
         wall_deadline = time.monotonic() + timeout_s
+        self._waiting = (peer.who, wall_deadline, timeout_s)  # for overdue()
         sent = [future]
         resend_s = RESEND_S
         wall_resend = time.monotonic() + resend_s if first else math.inf
@@ -404,6 +406,21 @@ class ClockMaster:
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.note_answer(response.pid, response.host, step)
         return response
+
+    def overdue(self, step: int) -> None:
+        """For a participant in this process (the `single` layout), between chunks of a
+        long piece of work: raise what ends the call this clock master is waiting on,
+        which it cannot see while that participant holds the thread.
+
+        Raises:
+            Aborted: a stop signal came.
+            ParticipantTimeout: the call is past its wall-clock limit.
+        """
+        if self.interrupted:
+            raise Aborted(step, "interrupted")
+        waiting = self._waiting
+        if waiting is not None and time.monotonic() >= waiting[1]:
+            raise ParticipantTimeout(step, f"still working after {waiting[2]:g} s, the limit of a call")
 
     def step(self, request: StepRequest) -> BridgeObservation:
         msg = self._msgs.step  # every field is set below; call_async serialises at once

@@ -22,7 +22,7 @@ from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
 from simforge_ros.backends.base import RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
-from simforge_ros.core.errors import ConfigError, ParticipantError, Refusal
+from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Refusal
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
@@ -32,6 +32,7 @@ from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
     RECORD_QOS,
+    STOP,
     declare_params,
     die_now,
     jitter_sleep,
@@ -79,7 +80,10 @@ class SimBridge:
             if fault.kind == "flip_pixel" and fault.camera not in self._cameras:
                 raise ConfigError.single(NAME, "faults", "flip_pixel=CAMERA@K with CAMERA one of the cameras it "
                                          f"renders ({', '.join(self._cameras) or 'none'})", fault.spec())
-        self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults))
+        # A process of its own stops a long step when told to stop (SIGTERM once the clock
+        # master has refused it); in the single layout the runner sets the clock master's.
+        self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults),
+                               watchdog=_stop_requested)
         self._faults = faults
         jitter = faults.first("jitter")
         self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
@@ -225,6 +229,12 @@ class SimBridge:
         info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
         info.p = [fx, 0.0, cx, 0.0, 0.0, fx, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
         return info
+
+
+def _stop_requested(step: int) -> None:
+    """BridgeCore's watchdog in a process of its own: a stop signal ends the step."""
+    if STOP.is_set():
+        raise Aborted(step, "stopped by a signal")
 
 
 def main(argv: list[str] | None = None) -> int:
