@@ -111,7 +111,7 @@ def hold_domain(domain_id: int, who: str) -> Iterator[None]:
         owner = os.read(fd, 4096).decode(errors="replace").strip() or "another process"
         os.close(fd)
         raise ConfigError.single(
-            "ROS_DOMAIN_ID", "ROS_DOMAIN_ID",
+            "environment", "ROS_DOMAIN_ID",
             "a domain no other simforge run or play on this machine is in (unset: simforge leases a free one)",
             f"{domain_id}, held by {owner}") from None
     try:
@@ -140,7 +140,7 @@ def user_domain(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= MAX_DOMAIN_ID:
-        raise ConfigError.single("ROS_DOMAIN_ID", "ROS_DOMAIN_ID",
+        raise ConfigError.single("environment", "ROS_DOMAIN_ID",
                                  f"an integer from 0 to {MAX_DOMAIN_ID} (unset: simforge leases a free one)", text)
     return value
 
@@ -169,7 +169,7 @@ def check_rmw() -> None:
     given = os.environ.get("RMW_IMPLEMENTATION", "").strip()
     known = installed_rmws()
     if given and known and given not in known:
-        raise ConfigError.single("RMW_IMPLEMENTATION", "RMW_IMPLEMENTATION",
+        raise ConfigError.single("environment", "RMW_IMPLEMENTATION",
                                  f"an RMW installed here: {', '.join(known)} (or unset)", given)
 
 

@@ -74,7 +74,7 @@ def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is
     monkeypatch.setenv("ROS_DOMAIN_ID", given)
     with pytest.raises(ConfigError) as err:
         run(_spec(tmp_path, steps=3))
-    assert str(err.value) == ("ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected an integer from 0 to 232 (unset: simforge "
+    assert str(err.value) == ("environment: ROS_DOMAIN_ID: expected an integer from 0 to 232 (unset: simforge "
                               f"leases a free one), got '{given}'")
     assert not (tmp_path / "runs").exists()
 
@@ -90,7 +90,7 @@ def test_an_rmw_that_is_not_installed_is_a_usage_error_not_rcls_exit_102(tmp_pat
     monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_cyclonedds_cpp")
     with pytest.raises(ConfigError) as err:
         run(_spec(tmp_path, steps=3))
-    assert str(err.value).startswith("RMW_IMPLEMENTATION: RMW_IMPLEMENTATION: expected an RMW installed here: ")
+    assert str(err.value).startswith("environment: RMW_IMPLEMENTATION: expected an RMW installed here: ")
     assert str(err.value).endswith("(or unset), got 'rmw_cyclonedds_cpp'")
     assert not (tmp_path / "runs").exists()
     assert play.main([str(tmp_path)]) == 2
@@ -128,7 +128,7 @@ def test_a_domain_another_run_is_in_is_a_usage_error_naming_that_run(tmp_path, m
     with hold_domain(domain, "simforge run other-run"), pytest.raises(ConfigError) as err:
         run(_spec(tmp_path, steps=3))
     assert str(err.value) == (
-        "ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected a domain no other simforge run or play on this machine is in "
+        "environment: ROS_DOMAIN_ID: expected a domain no other simforge run or play on this machine is in "
         f"(unset: simforge leases a free one), got '{domain}, held by simforge run other-run (pid {os.getpid()})'")
     assert not (tmp_path / "runs").exists()  # nothing was started or written
     # once that run is over the domain is free, and a run holds it while it lasts

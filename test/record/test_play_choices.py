@@ -87,5 +87,5 @@ def test_play_refuses_a_domain_a_simforge_run_is_in(make_run: MakeRun, monkeypat
     with hold_domain(domain, "simforge run busy-run"):
         assert main([str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("simforge play: ROS_DOMAIN_ID: ROS_DOMAIN_ID: expected a domain no other simforge run")
+    assert err.startswith("simforge play: environment: ROS_DOMAIN_ID: expected a domain no other simforge run")
     assert f"got '{domain}, held by simforge run busy-run (pid " in err
