@@ -33,7 +33,7 @@ from typing import Any, cast
 
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
-from simforge_ros.isolation import check_rmw
+from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.process_tuning import exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
@@ -136,7 +136,9 @@ def floor_cell(where: str, executor: str, samples: int, tries: int = FLOOR_TRIES
     failures: list[str] = []
     for _ in range(tries):
         try:
-            with lease_domain() as lease:
+            # held as a run holds its domain: a run started meanwhile with the same
+            # ROS_DOMAIN_ID is refused instead of disturbing (and being disturbed by) the floor
+            with lease_domain() as lease, hold_domain(lease.domain_id, "simforge bench (transport floor)"):
                 cell = transport.measure(lease, where, executor, samples).to_dict()
         except TimeoutError as err:
             failures.append(str(err))
@@ -533,6 +535,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         check_rmw()
+        user = os.environ.get("ROS_DOMAIN_ID", "").strip()
+        if user:  # another run in it: said now, not after the floor was measured beside it
+            with hold_domain(user_domain(user), "simforge bench"):
+                pass
     except ConfigError as err:
         print(f"simforge bench: {err}", file=sys.stderr)
         return EXIT_USAGE

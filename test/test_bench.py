@@ -312,6 +312,46 @@ def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing left behind
 
 
+def test_bench_refuses_a_domain_another_run_is_in_before_measuring(tmp_path, capsys, monkeypatch):
+    """Given a ROS_DOMAIN_ID a run holds, it measured the transport floor beside that run and
+    then failed at its first loop run, half a minute in."""
+    from simforge_ros import isolation
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    monkeypatch.setattr(bench, "measure_all", lambda plan: pytest.fail("measured in a domain a run holds"))
+    with isolation.lease_domain() as lease, isolation.hold_domain(lease.domain_id, "simforge run other-run"):
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        assert bench.main(["--quick", "--out", str(tmp_path / "bench.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simforge bench: environment: ROS_DOMAIN_ID: expected a domain no other simforge run")
+    assert f"got '{lease.domain_id}, held by simforge run other-run (pid {os.getpid()})'" in err
+    assert not (tmp_path / "bench.json").exists()
+
+
+def test_the_transport_floor_holds_its_domain_while_it_measures(monkeypatch):
+    """A run started meanwhile with the floor's domain as its ROS_DOMAIN_ID is refused."""
+    from simforge_ros import isolation
+    from simforge_ros.benchmarks import transport
+
+    class Cell:
+        def to_dict(self):
+            return {"service_us": {}}
+
+    held = []
+
+    def measure(lease, where, executor, samples):
+        held.append(isolation._held_for_a_run(lease.domain_id))
+        with (pytest.raises(bench.ConfigError, match="held by simforge bench"),
+              isolation.hold_domain(lease.domain_id, "simforge run late-run")):
+            pass
+        return Cell()
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    monkeypatch.setattr(transport, "measure", measure)
+    assert bench.floor_cell("two_processes", "events", 10) == {"service_us": {}, "tries": 1}
+    assert held == [True]
+
+
 def test_a_transport_peer_that_will_not_leave_is_terminated_then_killed():
     from simforge_ros.benchmarks.transport import _end_peer
 
