@@ -172,13 +172,15 @@ def _disk_full(out_dir: Path) -> str:
 def _kept_chain(steps_file: Path) -> tuple[int, str]:
     """(complete records, the last one's chain digest) of a steps.jsonl whose recorder
     wrote no manifest: what was chained before the run broke."""
-    from simforge_ros.record.rundir import RunDirError, read_kept_steps
+    from simforge_ros.record.rundir import RunDirError, iter_kept_steps
 
+    count, last = 0, ""
     try:
-        kept = read_kept_steps(steps_file)
+        for record in iter_kept_steps(steps_file):
+            count, last = count + 1, str(record.get("digest", ""))
     except (OSError, RunDirError):
         return 0, ""
-    return len(kept), str(kept[-1].get("digest", "")) if kept else ""
+    return count, last
 
 
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:

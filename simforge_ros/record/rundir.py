@@ -258,24 +258,33 @@ def _bag_problems(bag: object) -> list[str]:
     return problems
 
 
-def read_kept_steps(path: Path) -> list[dict[str, Any]]:
+def iter_kept_steps(path: Path) -> Iterator[dict[str, Any]]:
     """The step records of a steps.jsonl whose recorder wrote no manifest (killed, or its
-    disk full); a last line it was cut off in the middle of is not one.
+    disk full), one at a time; a last line it was cut off in the middle of is not one.
 
     Raises:
-        RunDirError: a complete line that is not a JSON object.
+        RunDirError: a complete line that is not a JSON object (when it is reached).
     """
-    text = path.read_bytes()
-    records = []
-    for number, line in enumerate(text[:text.rfind(b"\n") + 1].splitlines(), start=1):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        if not isinstance(record, dict):
-            raise RunDirError(path, f"line {number}: not a JSON object")
-        records.append(record)
-    return records
+    with path.open("rb") as file:
+        for number, line in enumerate(file, start=1):
+            if not line.endswith(b"\n"):
+                return  # cut off in the middle of writing it
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                record = None
+            if not isinstance(record, dict):
+                raise RunDirError(path, f"line {number}: not a JSON object")
+            yield record
+
+
+def step_records_of(path: Path) -> StepRecords:
+    """A steps.jsonl checked whole, its records read from the file as they are asked for.
+
+    Raises:
+        RunDirError: as read_steps.
+    """
+    return StepRecords(path, _step_offsets(path))
 
 
 def read_steps(path: Path) -> list[dict[str, Any]]:

@@ -23,8 +23,9 @@ import os
 import shutil
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
-from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, read_kept_steps, read_steps
+from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, iter_kept_steps, step_records_of
 from simforge_ros.tools import parse, say
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -58,14 +59,71 @@ class Message:
     data: bytes
 
 
-@dataclass(frozen=True)
 class McapPrefix:
-    """The messages of every complete chunk of an MCAP file, and how much of it that was."""
+    """The messages of every complete chunk of an MCAP file that may end anywhere.
 
-    messages: tuple[Message, ...]
-    chunks: int
-    bytes_read: int
-    bytes_total: int
+    ``messages()`` reads the file one record at a time, so a bag larger than memory (a
+    long four-camera run writes ~700 KB a step) is salvaged in about one chunk's room; the
+    whole file and every message in it used to be held at once, twice the bag's size.
+    ``chunks``, ``messages_read`` and ``bytes_read`` are what the last full pass found.
+    """
+
+    def __init__(self, path: Path) -> None:
+        """Raises: BagError: not an MCAP file (or unreadable)."""
+        self.path = path
+        try:
+            with path.open("rb") as file:
+                magic = file.read(len(MCAP_MAGIC))
+            self.bytes_total = path.stat().st_size
+        except OSError as err:
+            raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
+        if magic != MCAP_MAGIC:
+            raise BagError(f"{path}: not an MCAP file")
+        self.chunks = 0
+        self.messages_read = 0
+        self.bytes_read = 0
+
+    def messages(self) -> Iterator[Message]:
+        """Every message of the complete chunks, in the order written.
+
+        Raises:
+            BagError: a compressed chunk, or a message of an unknown channel.
+        """
+        path = self.path
+        schemas: dict[int, str] = {}
+        channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)
+        chunks = count = 0
+        total = self.bytes_total
+        with path.open("rb") as file:
+            pos = file.seek(len(MCAP_MAGIC))
+            while pos + 9 <= total:
+                header = file.read(9)
+                if len(header) < 9:
+                    break
+                op = header[0]
+                (length,) = _U64.unpack_from(header, 1)
+                end = pos + 9 + length
+                if end > total:
+                    break  # the record the writer was in the middle of
+                if op != _OP_CHUNK:
+                    pos = file.seek(end)
+                    continue
+                data = file.read(length)
+                if len(data) < length:
+                    break  # the file shrank while read
+                body = 8 + 8 + 8 + 4  # start time, end time, size, crc
+                compression, body = _string(data, body)
+                if compression:
+                    raise BagError(f"{path}: a {compression} chunk; only uncompressed chunks can be salvaged")
+                (records_len,) = _U64.unpack_from(data, body)
+                for message in _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels, path):
+                    count += 1
+                    yield message
+                chunks += 1
+                pos = end
+            if total - pos == len(MCAP_MAGIC) and file.read(len(MCAP_MAGIC)) == MCAP_MAGIC:
+                pos = total  # a whole file ends with the magic again, after its footer
+        self.chunks, self.messages_read, self.bytes_read = chunks, count, pos
 
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
@@ -74,40 +132,17 @@ def _string(buf: bytes, pos: int) -> tuple[str, int]:
 
 
 def read_mcap_prefix(path: Path) -> McapPrefix:
-    """Every message in the complete chunks of ``path``, an MCAP file that may end anywhere.
+    """The complete chunks of ``path``, an MCAP file that may end anywhere (read as
+    ``messages()`` is iterated).
 
     Raises:
-        BagError: not an MCAP file, a compressed chunk, or a message of an unknown channel.
+        BagError: not an MCAP file.
     """
-    data = path.read_bytes()
-    if not data.startswith(MCAP_MAGIC):
-        raise BagError(f"{path}: not an MCAP file")
-    schemas: dict[int, str] = {}
-    channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)
-    messages: list[Message] = []
-    pos, chunks = len(MCAP_MAGIC), 0
-    while pos + 9 <= len(data):
-        op = data[pos]
-        (length,) = _U64.unpack_from(data, pos + 1)
-        end = pos + 9 + length
-        if end > len(data):
-            break  # the record the writer was in the middle of
-        if op == _OP_CHUNK:
-            body = pos + 9 + 8 + 8 + 8 + 4  # start time, end time, size, crc
-            compression, body = _string(data, body)
-            if compression:
-                raise BagError(f"{path}: a {compression} chunk; only uncompressed chunks can be salvaged")
-            (records_len,) = _U64.unpack_from(data, body)
-            _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels, messages, path)
-            chunks += 1
-        pos = end
-    if data[pos:] == MCAP_MAGIC:  # a whole file ends with the magic again, after its footer
-        pos = len(data)
-    return McapPrefix(tuple(messages), chunks, pos, len(data))
+    return McapPrefix(path)
 
 
 def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
-                   channels: dict[int, tuple[str, str]], messages: list[Message], path: Path) -> None:
+                   channels: dict[int, tuple[str, str]], path: Path) -> Iterator[Message]:
     while pos < end:
         op = data[pos]
         (length,) = _U64.unpack_from(data, pos + 1)
@@ -125,7 +160,7 @@ def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
                 raise BagError(f"{path}: a message on channel {channel_id}, which no record names")
             (log_time,) = _U64.unpack_from(data, body + 6)
             topic, type_name = channels[channel_id]
-            messages.append(Message(topic, type_name, log_time, data[body + 22:nxt]))
+            yield Message(topic, type_name, log_time, data[body + 22:nxt])
         pos = nxt
 
 
@@ -156,26 +191,30 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     """salvage() once its checks have passed: ``out`` written, or an error."""
     from simforge_ros.rerun import read_params
 
-    kept = read_kept_steps(run / STEPS)
     prefix = read_mcap_prefix(bag)
     try:
         run_id = str(read_params(run / "params.yaml")["clock_master"].get("run_id") or run.name)
     except RunDirError:  # no usable parameter file: the directory names the run
         run_id = run.name
     steps = _replay(prefix, out, run_id, given)
-    agree = min(len(kept), len(steps))
-    for mine, theirs in zip(steps[:agree], kept[:agree], strict=True):
+    kept = agree = 0
+    for mine, theirs in zip_longest(steps, iter_kept_steps(run / STEPS)):  # one record of each at a time
+        if theirs is not None:
+            kept += 1
+        if mine is None or theirs is None:
+            continue
         if mine["digest"] != theirs.get("digest"):
             raise SalvageError(f"step {mine['step']}: the bag's records chain to {mine['digest'][:16]}, "
                                f"{STEPS} says {str(theirs.get('digest'))[:16]}: the bag and the record disagree")
+        agree += 1
     for name in ("params.yaml", "logs"):
         source = run / name
         if source.is_dir():
             shutil.copytree(source, out / name)
         elif source.is_file():
             shutil.copy2(source, out / name)
-    return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": len(kept), "agree": agree,
-            "messages": len(prefix.messages), "chunks": prefix.chunks,
+    return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": kept, "agree": agree,
+            "messages": prefix.messages_read, "chunks": prefix.chunks,
             "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
 
 
@@ -207,8 +246,9 @@ def _ended(run: Path) -> dict[str, Any]:
     return {**(outcome.get("refusal") or {}), "why": "the recorder was killed"}
 
 
-def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> list[dict[str, Any]]:
-    """Feed the messages to a fresh recorder writing ``out``; the step records it wrote.
+def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> Sequence[Mapping[str, Any]]:
+    """Feed the messages to a fresh recorder writing ``out``; the step records it wrote
+    (read from its steps.jsonl as they are asked for).
 
     Twice: a first recorder, into a scratch directory, finds how many steps the messages
     complete (N); the second is fed only what belongs to steps 0..N, the one at t(N)
@@ -226,7 +266,7 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
     from simforge_ros.isolation import lease_domain
     from simforge_ros.nodes.recorder import Recorder
 
-    def feed(messages: Sequence[Message], into: Path, context: Any) -> tuple[int, int]:
+    def feed(messages: Iterable[Message], into: Path, context: Any) -> tuple[int, int]:
         """(steps completed, decision_us) after ``messages``; ``into`` gets the run."""
         rclpy.init(args=["--ros-args", "-p", f"out_dir:={into}", "-p", f"run_id:={run_id}"], context=context,
                    domain_id=lease.domain_id)
@@ -252,9 +292,9 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
         os.environ["ROS_LOG_DIR"] = lease.env["ROS_LOG_DIR"]
         try:
             with tempfile.TemporaryDirectory(prefix="simforge-salvage-") as scratch:
-                done, decision_us = feed(prefix.messages, Path(scratch) / "run", rclpy.Context())
+                done, decision_us = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
             last_ns = done * decision_us * 1000
-            kept = [m for m in prefix.messages if m.t_ns <= last_ns or m.topic in _WHENEVER]
+            kept = (m for m in prefix.messages() if m.t_ns <= last_ns or m.topic in _WHENEVER)
             feed(kept, out, rclpy.Context())
         finally:
             for key, value in saved.items():
@@ -262,7 +302,7 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
-    return read_steps(out / STEPS)
+    return step_records_of(out / STEPS)
 
 
 def build_parser() -> argparse.ArgumentParser:

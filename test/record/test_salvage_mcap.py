@@ -4,6 +4,7 @@ order written, wherever the file was cut; nothing of a chunk cut short is taken.
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,10 @@ IMAGE = "sensor_msgs/msg/Image"
 CLOCK = "rosgraph_msgs/msg/Clock"
 
 
-def _bag(tmp_path: Path) -> tuple[Path, list[tuple[str, str, int, bytes]]]:
+def _bag(tmp_path: Path, steps: int = 9) -> tuple[Path, list[tuple[str, str, int, bytes]]]:
     """Nine four-camera steps (~700 KB each): several 1 MB chunks, then the footer."""
     messages = []
-    for k in range(9):
+    for k in range(steps):
         t_ns = k * 100_000_000
         messages.append(("/clock", CLOCK, t_ns, os.urandom(16)))
         for cam in ("front", "left", "rear", "right"):
@@ -33,8 +34,10 @@ def _bag(tmp_path: Path) -> tuple[Path, list[tuple[str, str, int, bytes]]]:
 def test_a_whole_file_reads_back_every_message_in_order(tmp_path):
     path, messages = _bag(tmp_path)
     prefix = read_mcap_prefix(path)
-    assert [(m.topic, m.type_name, m.t_ns, m.data) for m in prefix.messages] == messages
+    assert [(m.topic, m.type_name, m.t_ns, m.data) for m in prefix.messages()] == messages
     assert prefix.chunks >= 3 and prefix.bytes_read == prefix.bytes_total == path.stat().st_size
+    assert prefix.messages_read == len(messages)
+    assert [m.data for m in prefix.messages()] == [m[3] for m in messages]  # a second pass reads it again
 
 
 @pytest.mark.parametrize("cut", [0.35, 0.5, 0.8, 0.999])
@@ -47,11 +50,12 @@ def test_a_cut_file_gives_the_messages_of_its_complete_chunks(tmp_path, cut):
     size = int(len(whole) * cut)
     path.write_bytes(whole[:size])
     prefix = read_mcap_prefix(path)
+    got = [(m.topic, m.type_name, m.t_ns, m.data) for m in prefix.messages()]
     complete = [c for c in chunks if c.chunk_start_offset + c.chunk_length <= size]
     assert prefix.chunks == len(complete)
-    assert len(prefix.messages) == sum(sum(c.channel_count.values()) for c in complete)
-    got = [(m.topic, m.type_name, m.t_ns, m.data) for m in prefix.messages]
+    assert len(got) == prefix.messages_read == sum(sum(c.channel_count.values()) for c in complete)
     assert got == messages[:len(got)]  # the first ones, in order
+    assert complete[-1].chunk_start_offset + complete[-1].chunk_length <= prefix.bytes_read <= size
 
 
 def test_not_an_mcap_file_is_named(tmp_path):
@@ -59,3 +63,18 @@ def test_not_an_mcap_file_is_named(tmp_path):
     path.write_bytes(b"SQLite format 3\0")
     with pytest.raises(BagError, match="not an MCAP file"):
         read_mcap_prefix(path)
+
+
+def test_a_bag_is_read_a_chunk_at_a_time(tmp_path):
+    """The whole file and every message in it were held at once: a long camera run's bag
+    (~700 KB a step) could not be salvaged on a machine with less memory than twice it."""
+    path, messages = _bag(tmp_path, steps=40)  # ~28 MB
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        read = sum(len(m.data) for m in read_mcap_prefix(path).messages())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert read == sum(len(m[3]) for m in messages) and size > 25_000_000
+    assert peak < 4_000_000, f"{peak} bytes at the peak reading a {size}-byte bag"
