@@ -418,9 +418,11 @@ class ClockMaster:
         """
         if self.interrupted:
             raise Aborted(step, "interrupted")
-        waiting = self._waiting
-        if waiting is not None and time.monotonic() >= waiting[1]:
-            raise ParticipantTimeout(step, f"still working after {waiting[2]:g} s, the limit of a call")
+        if self._waiting is None:
+            return
+        _called, wall_deadline, limit_s = self._waiting
+        if time.monotonic() >= wall_deadline:
+            raise ParticipantTimeout(step, f"still working after {limit_s:g} s, the limit of a call")
 
     def step(self, request: StepRequest) -> BridgeObservation:
         msg = self._msgs.step  # every field is set below; call_async serialises at once

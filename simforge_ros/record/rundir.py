@@ -156,7 +156,7 @@ def load_run(path: Path) -> RunDir:
                                            f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
                                            f"said; `simforge salvage {path}` makes a usable run of its bag")
     manifest = read_manifest(path / MANIFEST)
-    steps = StepRecords(path / STEPS, _step_offsets(path / STEPS))
+    steps = step_records_of(path / STEPS)
     if len(steps) != manifest["steps"]:
         hint = " (truncated?)" if len(steps) < manifest["steps"] else ""
         raise RunDirError(
@@ -279,34 +279,15 @@ def iter_kept_steps(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def step_records_of(path: Path) -> StepRecords:
-    """A steps.jsonl checked whole, its records read from the file as they are asked for.
-
-    Raises:
-        RunDirError: as read_steps.
-    """
-    return StepRecords(path, _step_offsets(path))
-
-
-def read_steps(path: Path) -> list[dict[str, Any]]:
-    """Parse steps.jsonl: one step record per line, steps 0, 1, 2, ... in order.
+    """Check steps.jsonl whole (one step record per line, steps 0, 1, 2, ... in order)
+    and give its records, read from the file as they are asked for.
 
     Raises:
         RunDirError: missing, unreadable, a line that is not a JSON object (a cut-off
             last line is reported as truncated), a missing key, or a step out of order.
     """
-    offsets = _step_offsets(path)  # every problem is named before any record is returned
-    return [dict(record) for record in StepRecords(path, offsets)]
-
-
-def _step_offsets(path: Path) -> array[int]:
-    """Check every line of steps.jsonl (as read_steps does) without keeping the records;
-    the byte offset where each line starts, then the end of the file.
-
-    Raises:
-        RunDirError: as read_steps.
-    """
     _check_file(path)
-    offsets = array("q", [0])
+    offsets = array("q", [0])  # where each line starts, then the end of the last
     try:
         with path.open("rb") as file:
             index = 0
@@ -319,7 +300,7 @@ def _step_offsets(path: Path) -> array[int]:
                 line = after
     except OSError as err:
         raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
-    return offsets
+    return StepRecords(path, offsets)
 
 
 def _check_file(path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from simforge_ros.core.diffing import diff_steps
 from simforge_ros.record.diff_runs import diff_runs
-from simforge_ros.record.rundir import RunDirError, load_run, read_steps
+from simforge_ros.record.rundir import RunDirError, load_run
 from simforge_ros.record.verify import verify_run
 
 MakeRun = Callable[..., Path]
@@ -53,7 +53,7 @@ def test_verify_and_diff_peak_memory_does_not_grow_with_the_run(make_run: MakeRu
 def test_step_records_read_from_the_file_match_the_parsed_file(make_run: MakeRun) -> None:
     run_dir = make_run(steps=12)
     run = load_run(run_dir)
-    parsed = read_steps(run_dir / "steps.jsonl")
+    parsed = [json.loads(line) for line in (run_dir / "steps.jsonl").read_text().splitlines()]
     assert len(run.steps) == len(parsed) == 12
     assert list(run.steps) == parsed
     assert run.steps[0] == parsed[0] and run.steps[-1] == parsed[-1] and run.steps[5] == parsed[5]
