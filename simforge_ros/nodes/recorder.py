@@ -51,7 +51,7 @@ from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
-from simforge_ros.record.manifest import build_manifest, write_json
+from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -122,7 +122,7 @@ class Recorder:
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
         self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
         self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
-        self._step_ns = array("q")  # wall_step_ns per step, for the manifest
+        self._step_ns = array("q")  # wall_step_ns per step, for the manifest's summary
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
         self._infos_seen: Counter[str] = Counter()
         self._nodes: dict[str, Any] = {}
@@ -421,7 +421,7 @@ class Recorder:
             contacts=self._contacts,
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
-                  "step_ns": self._step_ns.tolist()},
+                  "step_ns": wall_summary(self._step_ns)},
         )
         if self._failure is not None:
             manifest["record_failure"] = self._failure

@@ -11,8 +11,9 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import math
 import platform
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +126,15 @@ def write_json(path: Path, value: Any) -> None:
     except OSError:
         tmp.unlink(missing_ok=True)  # a full disk: no half-written file left behind either
         raise
+
+
+def wall_summary(step_ns: Sequence[int]) -> dict[str, int]:
+    """The manifest's figures of the steps' wall-clock times: how many, median, 99th
+    percentile (nearest rank) and largest. Each step's own is in steps.jsonl under "wall";
+    the manifest held the whole list again, 168 KB of a 20 000-step run's 292 KB."""
+    ordered = sorted(step_ns)
+    n = len(ordered)
+    if not n:
+        return {"n": 0}
+    return {"n": n, "median": ordered[(n - 1) // 2], "p99": ordered[max(0, math.ceil(0.99 * n) - 1)],
+            "max": ordered[-1]}

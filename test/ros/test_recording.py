@@ -139,5 +139,9 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
         "driver": {"node": "/driver", "pid": os.getpid(), "host": host, "external": False},
     }
     assert manifest["contract"] == {"decision_us": 100_000, "tick_us": 20_000, "ticks_per_step": 5, "latency_steps": 0}
-    record = steps_of(result)[0]
+    records = steps_of(result)
+    record = records[0]
     assert "wall_step_ns" not in record["timing"] and "wall_step_ns" in record["wall"]
+    # the manifest sums the steps' wall times up; each step's is in steps.jsonl
+    walls = sorted(r["wall"]["wall_step_ns"] for r in records)
+    assert manifest["wall"]["step_ns"] == {"n": 5, "median": walls[2], "p99": walls[4], "max": walls[4]}
