@@ -147,12 +147,11 @@ def diff_steps(a: Iterable[Mapping[str, object]], b: Iterable[Mapping[str, objec
             len_b = i + (rb is not _END) + sum(1 for _ in ib)
             return DiffResult(False, i, "steps", "steps", len_a, len_b, i)
         assert isinstance(ra, Mapping) and isinstance(rb, Mapping)
-        found_step = _first_difference(i, ra, rb)
-        if found_step is not None:
-            return found_step
+        found = _first_difference(i, ra, rb)
+        if found is not None:
+            return found
         i += 1
     return DiffResult(True, steps=i)
-
 
 
 def _first_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object]) -> DiffResult | None:

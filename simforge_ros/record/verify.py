@@ -125,7 +125,6 @@ class Replay:
             for record in done:
                 self.steps += 1
                 self.last_record = record
-                self.chain_digest = assembler.chain.hexdigest
                 yield record
         frames = assembler.frames_chain
         self.chain_digest = assembler.chain.hexdigest
