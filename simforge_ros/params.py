@@ -10,9 +10,10 @@ converted exactly or refused with ``rate_not_multiple``. A default of ``None`` m
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,13 @@ RCLPY_PARAMS: Mapping[str, tuple[type, str]] = {
 }
 
 
+def meant_as(name: str, known: Iterable[str]) -> str | None:
+    """The known name ``name`` was most likely meant as: itself or its last component
+    (``/simforge/sim_bridge``) within a typo's distance; None when it names something else."""
+    close = difflib.get_close_matches(name.rsplit("/", 1)[-1], sorted(known), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
     """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), validated
     against the nodes' declarations; every problem is named with the file.
@@ -181,6 +189,10 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     A node's section may also be given under its full name (``/clock_master``) or as
     ``/**`` for parameters shared by every node, as ROS 2 parameter files allow. rclpy's
     own parameters (RCLPY_PARAMS) are checked and left out; ``notes`` gets a line saying so.
+
+    A stack's file holds other nodes' sections and shared parameters for them: as a ROS 2
+    node takes only its own, those are left out with a note, unless the name is within a
+    typo of a simforge node's (``sim_brige``) or parameter's: that is refused, naming it.
 
     Raises:
         ConfigError: the file is missing, not YAML, not in that form, or names an unknown
@@ -205,6 +217,15 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
             problems.append(Problem(source, str(key), f"ros__parameters: a mapping of param: value ({form})", body))
             continue
         name = str(key).lstrip("/")
+        if name != "**" and name not in NODE_PARAMS:
+            meant = meant_as(name, NODE_PARAMS)
+            if meant is not None:  # a typo, or a namespaced name simforge's nodes do not run under
+                problems.append(Problem(source, str(key), f"a node in {sorted(NODE_PARAMS)} (did you mean "
+                                                          f"{meant}?)", str(key)))
+            elif notes is not None:
+                notes.append(f"{source}: {key} left out: not a simforge node (a section for another node "
+                             "of the stack)")
+            continue
         for param, value in values.items():
             if param in RCLPY_PARAMS:
                 (kind, why), field = RCLPY_PARAMS[param], f"{'/' if name == '**' else ''}{name}.{param}"
@@ -219,7 +240,13 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
             # shared parameters go to every node that declares them
             nodes = [node for node, items in NODE_PARAMS.items() if any(i.name == param for i in items)]
             if not nodes:
-                problems.append(Problem(source, f"/**.{param}", "a parameter some node declares", param))
+                meant = meant_as(str(param), {i.name for items in NODE_PARAMS.values() for i in items})
+                if meant is not None:
+                    problems.append(Problem(source, f"/**.{param}",
+                                            f"a parameter some node declares (did you mean {meant}?)", param))
+                elif notes is not None:
+                    notes.append(f"{source}: /**.{param} left out: no simforge node declares it (a parameter "
+                                 "for other nodes of the stack)")
             for node in nodes:
                 params.setdefault(node, {})[str(param)] = value
     try:

@@ -38,7 +38,7 @@ sim_bridge:
 /**:
   ros__parameters:
     use_sim_time: "yes"
-    bogus_shared: 2
+    decison_us: 2
 """)
     with pytest.raises(ConfigError) as err:
         read_params_file(path)
@@ -49,7 +49,8 @@ sim_bridge:
     assert "clock_master.seed: expected a value of type int, got 'four'" in text
     assert "clock_master.bogus: expected a parameter of clock_master" in text
     assert "sim_bridge: expected ros__parameters: a mapping of param: value" in text
-    assert "/**.bogus_shared: expected a parameter some node declares" in text
+    assert ("/**.decison_us: expected a parameter some node declares (did you mean decision_us?), "
+            "got 'decison_us'") in text
     assert "/**.use_sim_time: expected a value of type bool, got 'yes'" in text
 
 
@@ -178,3 +179,45 @@ def test_a_float_with_an_exponent_and_no_dot_is_a_float_as_ros_reads_it(tmp_path
         with pytest.raises(ConfigError, match="expected a value of type float"):
             coerce("sim_bridge", "tick_s", not_a_number)
     assert coerce("clock_master", "run_id", "1e-3") == "1e-3"  # only where a float is declared
+
+
+def test_a_stacks_file_gives_simforge_its_own_sections_and_leaves_the_others_out(tmp_path):
+    """Handed a whole stack's parameter file, as `ros2 launch` hands each node the same one,
+    a node takes only its own section and the shared parameters it declares; the file used to
+    be refused for naming nodes that are not simforge's."""
+    path = _write(tmp_path, """
+/**:
+  ros__parameters:
+    use_sim_time: true
+    robot_base_frame: base_link
+    seed: 5
+controller_server:
+  ros__parameters:
+    controller_frequency: 20.0
+/bt_navigator:
+  ros__parameters:
+    default_server_timeout: 20
+sim_bridge:
+  ros__parameters:
+    cameras: [front]
+""")
+    notes: list[str] = []
+    assert read_params_file(path, notes) == {"sim_bridge": {"cameras": ["front"]}, "clock_master": {"seed": 5}}
+    assert [n.split(" left out")[0] for n in notes if " left out" in n] == [
+        f"{path}: /**.robot_base_frame", f"{path}: controller_server", f"{path}: /bt_navigator"]
+    assert "not a simforge node" in notes[-1]
+
+
+@pytest.mark.parametrize(("section", "meant"), [("sim_brige", "sim_bridge"), ("/simforge/sim_bridge", "sim_bridge"),
+                                                ("drivers", "driver")])
+def test_a_section_within_a_typo_of_a_simforge_node_is_refused_naming_it(tmp_path, section, meant):
+    """Left out like another node's, a typo'd section would run the defaults with only a note."""
+    path = _write(tmp_path, f"""
+{section}:
+  ros__parameters:
+    scenario: red_signal
+""")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value) == (f"{path}: {section}: expected a node in ['clock_master', 'driver', 'recorder', "
+                              f"'sim_bridge'] (did you mean {meant}?), got '{section}'")
