@@ -3,7 +3,7 @@
 Start a run that waits for it, then this node in the same ROS domain:
 
     ROS_DOMAIN_ID=42 simforge run right_turn --driver external &
-    ROS_DOMAIN_ID=42 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST .venv/bin/python examples/external_driver.py
+    ROS_DOMAIN_ID=42 ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST .venv/bin/python examples/external_driver.py --once
 
 It uses nothing of simforge_ros but its interfaces (simforge_ros/srv/Decide and the
 messages in it), as a node of another stack, or the bridge to an ECU, would. What the
@@ -22,11 +22,15 @@ clock master asks of a driver (the README's "Bring your own driver"):
   state kept aside: then the same run repeats bit for bit.
 * Fill ``pid`` (and ``host``) so the clock master can tell at once that this process died.
 
-It serves one run after another (``--repeat``) until it is stopped (Ctrl-C).
+It serves one run after another (``--repeat``) until it is stopped (Ctrl-C); with
+``--once`` it exits once the run it served has ended, as the run's final status on
+``/simforge/status`` (latched: a late subscriber still gets it) says, exit 0 for a counted
+run and 1 for a refused one: what a CI job driving an ECU in lockstep waits for.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import sys
@@ -34,6 +38,8 @@ import sys
 import rclpy
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from simforge_ros.msg import RunStatus
 from simforge_ros.srv import Decide
 
 TARGET_SPEED_MPS = 4.0
@@ -48,6 +54,14 @@ class CruiseDriver:
         self.node = Node("external_driver")
         self._answered: tuple[Decide.Request, Decide.Response] | None = None
         self.node.create_service(Decide, "/simforge/decide", self._on_decide)
+        self.ended: RunStatus | None = None  # the final status of a run this driver served
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.node.create_subscription(RunStatus, "/simforge/status", self._on_status, latched)
+
+    def _on_status(self, status: RunStatus) -> None:
+        if status.state in ("counted", "refused") and self._answered is not None:
+            self.ended = status
 
     def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:
         if self._answered is not None and self._answered[0] == request:
@@ -66,17 +80,25 @@ class CruiseDriver:
         return response
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="A driver answering simforge's Decide calls.")
+    parser.add_argument("--once", action="store_true",
+                        help="exit once the run it served has ended (0: counted, 1: refused)")
+    args = parser.parse_args(argv)
     rclpy.init()
     driver = CruiseDriver()
     try:
-        rclpy.spin(driver.node)
+        while rclpy.ok() and not (args.once and driver.ended is not None):
+            rclpy.spin_once(driver.node, timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
         driver.node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    if driver.ended is None or not args.once:
+        return 0
+    print(f"run {driver.ended.run_id}: {driver.ended.state} {driver.ended.code}".rstrip())
+    return 0 if driver.ended.state == "counted" else 1
 
 
 if __name__ == "__main__":

@@ -86,6 +86,26 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
     assert route.status == "counted" and route.chain_digest != results[0].chain_digest
 
 
+@pytest.mark.parametrize(("faults", "state", "code"), [((), "counted", 0), (("kill=sim_bridge@3",), "refused", 1)])
+def test_the_example_with_once_exits_when_the_run_it_served_ends(tmp_path, monkeypatch, faults, state, code):
+    """Without --once it serves run after run until stopped: a CI job driving an ECU in
+    lockstep needs the driver to end with the run, and say how the run ended."""
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        driver = subprocess.Popen([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            result = lockstep(tmp_path, steps=12, layout="processes", driver="external", faults=faults)
+            said, _ = driver.communicate(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert result.status == state, (result.refusal, said)
+    assert driver.returncode == code, said
+    assert f"run {result.run_id}: {state}" in said
+
+
 def test_an_answer_from_another_process_mid_run_is_refused_by_name(tmp_path, monkeypatch):
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
