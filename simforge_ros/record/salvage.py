@@ -87,8 +87,15 @@ class McapPrefix:
         """Every message of the complete chunks, in the order written.
 
         Raises:
-            BagError: a compressed chunk, or a message of an unknown channel.
+            BagError: a compressed chunk, a message of an unknown channel, or the file
+                cannot be read (a read error, not the salvage's own writing, names the bag).
         """
+        try:
+            yield from self._messages()
+        except OSError as err:
+            raise BagError(f"{self.path}: unreadable: {err.strerror or err}") from err
+
+    def _messages(self) -> Iterator[Message]:
         path = self.path
         schemas: dict[int, str] = {}
         channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)

@@ -78,3 +78,12 @@ def test_a_bag_is_read_a_chunk_at_a_time(tmp_path):
         tracemalloc.stop()
     assert read == sum(len(m[3]) for m in messages) and size > 25_000_000
     assert peak < 4_000_000, f"{peak} bytes at the peak reading a {size}-byte bag"
+
+
+def test_a_bag_that_cannot_be_read_any_more_is_named(tmp_path):
+    """It used to end as an OSError that salvage reported as its own writing failing."""
+    path, _ = _bag(tmp_path, steps=1)
+    prefix = read_mcap_prefix(path)
+    path.unlink()
+    with pytest.raises(BagError, match=f"{path}: unreadable: No such file or directory"):
+        list(prefix.messages())
