@@ -15,6 +15,7 @@ SOURCES := $(shell find simforge_ros msg srv config launch -type f \
 setup: $(INST)
 
 $(DEPS): requirements.txt tools/fix_wheel_cmake.py
+	@test -x $(PY) || $(PYTHON) -c 'import sys; v = sys.version.split()[0]; sys.exit(0 if sys.version_info[:2] == (3, 11) else f"make setup: the ROS 2 Kilted wheels on PyPI are built for CPython 3.11; $(PYTHON) is {v} (make setup PYTHON=python3.11)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) tools/fix_wheel_cmake.py
