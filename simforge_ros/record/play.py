@@ -36,7 +36,6 @@ from simforge_ros.tools import parse, say
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
-_LATCHED = frozenset(NOT_PLAYED_BY_DEFAULT)
 _ACK_WAIT_S = 5.0  # wall clock: how long the last messages may take to be acknowledged
 _SLEEP_SLICE_S = 0.05  # wall clock: the longest single sleep, so Ctrl-C is heard promptly
 
@@ -90,6 +89,29 @@ def bag_topics(bag: Path) -> dict[str, str]:
         raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
 
 
+def latched_topics(bag: Path) -> frozenset[str]:
+    """The topics whose recorded publisher offered transient_local durability (a reader that
+    comes late still gets the last messages), as `ros2 bag play` reads the bag's offers; a
+    topic recorded with no offers (a bag from before they were written) is latched when
+    simforge latches it (topics.LATCHED).
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    from rosbags.interfaces import QosDurability
+    from rosbags.rosbag2 import Reader
+
+    try:
+        with Reader(bag) as reader:
+            offers = {conn.topic: list(getattr(conn.ext, "offered_qos_profiles", None) or ())
+                      for conn in reader.connections}
+    except Exception as err:
+        raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
+    return frozenset(topic for topic, offered in offers.items()
+                     if (any(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered) if offered
+                         else topic in topics.LATCHED))
+
+
 def choose_topics(available: dict[str, str], wanted: Sequence[str]) -> dict[str, str]:
     """The topics to play: ``wanted`` (each must be in the bag), or every one but
     NOT_PLAYED_BY_DEFAULT.
@@ -106,9 +128,11 @@ def choose_topics(available: dict[str, str], wanted: Sequence[str]) -> dict[str,
 
 
 class Player:
-    """The rclpy side: one publisher per played topic, with the recorder's QoS."""
+    """The rclpy side: one publisher per played topic, latched where the recorded publisher
+    was (``latched``), reliable and keeping all otherwise."""
 
-    def __init__(self, chosen: dict[str, str], context: Any = None) -> None:
+    def __init__(self, chosen: dict[str, str], latched: frozenset[str] = frozenset(topics.LATCHED),
+                 context: Any = None) -> None:
         from rclpy.node import Node
 
         from simforge_ros.nodes.common import LATCHED_QOS, RECORD_QOS
@@ -116,7 +140,7 @@ class Player:
         classes = {topic: message_class(type_name) for topic, type_name in chosen.items()}
         self.node = Node("simforge_player", context=context)
         self.publishers = {
-            topic: self.node.create_publisher(cls, topic, LATCHED_QOS if topic in _LATCHED else RECORD_QOS)
+            topic: self.node.create_publisher(cls, topic, LATCHED_QOS if topic in latched else RECORD_QOS)
             for topic, cls in classes.items()
         }
 
@@ -215,6 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_rmw()
         run = load_run(args.run)
         chosen = choose_topics(bag_topics(run.bag_path), args.topic)
+        latched = latched_topics(run.bag_path)
         for topic in args.wait_for_reader:
             if topic not in chosen:
                 raise PlayError(f"--wait-for-reader {topic}: not a played topic; played: {', '.join(sorted(chosen))}")
@@ -231,14 +256,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("play", err)
         return EXIT_USAGE
     with held:
-        return _play(run.bag_path, chosen, args)
+        return _play(run.bag_path, chosen, latched, args)
 
 
-def _play(bag: Path, chosen: dict[str, str], args: argparse.Namespace) -> int:
+def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argparse.Namespace) -> int:
     import rclpy
 
     rclpy.init(args=None)
-    player = Player(chosen)
+    player = Player(chosen, latched)
     try:
         absent = player.wait_for_readers(args.wait_for_reader, args.wait_s)
         if absent:

@@ -14,6 +14,7 @@ from simforge_ros.record.play import (
     PlayError,
     bag_topics,
     choose_topics,
+    latched_topics,
     main,
     message_class,
     wall_offset_s,
@@ -37,6 +38,27 @@ def test_status_and_parameters_are_played_only_when_named(make_run: MakeRun) -> 
         topics.NODE_PARAMS: "std_msgs/msg/String", topics.CLOCK: "rosgraph_msgs/msg/Clock"}
     with pytest.raises(PlayError, match=r"--topic /nope: not in this run's bag; it has /clock, "):
         choose_topics(available, ["/nope"])
+
+
+def test_topics_are_latched_as_their_recorded_publishers_offered(make_run: MakeRun, monkeypatch) -> None:
+    """As `ros2 bag play` does: the bag's offered QoS, not a table of simforge's own; a bag
+    written before the offers were recorded falls back to that table."""
+    from rosbags.interfaces import QosDurability
+
+    from simforge_ros.record import bag
+
+    assert latched_topics(make_run("a") / "bag") == {topics.STATUS, topics.NODE_PARAMS}
+    offered = bag.offered_qos
+
+    def state_latched(topic: str):
+        qos = offered(topics.STATUS if topic == topics.STATE else topic)
+        return qos if topic != topics.STATUS else ()  # and the status offered nothing
+
+    monkeypatch.setattr(bag, "offered_qos", state_latched)
+    run = make_run("b")
+    assert offered(topics.STATUS)[0].durability == QosDurability.TRANSIENT_LOCAL
+    # STATE offered transient_local; STATUS recorded with no offers: simforge latches it
+    assert latched_topics(run / "bag") == {topics.STATE, topics.STATUS, topics.NODE_PARAMS}
 
 
 def test_message_types_resolve_to_the_installed_classes() -> None:
