@@ -72,8 +72,8 @@ def message_class(type_name: str) -> Any:
                         f"{package.split('/')[0]!r} provides it)") from None
 
 
-def bag_topics(bag: Path) -> dict[str, str]:
-    """topic -> message type of every connection in a rosbag2 directory.
+def _connections(bag: Path) -> list[Any]:
+    """Every connection (topic, type, recorded offers) of a rosbag2 directory.
 
     Raises:
         BagError: not a readable rosbag2 directory.
@@ -84,9 +84,18 @@ def bag_topics(bag: Path) -> dict[str, str]:
         raise BagError(f"{bag}: not a rosbag2 directory (metadata.yaml missing)")
     try:
         with Reader(bag) as reader:
-            return {conn.topic: conn.msgtype for conn in reader.connections}
+            return list(reader.connections)
     except Exception as err:
         raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
+
+
+def bag_topics(bag: Path) -> dict[str, str]:
+    """topic -> message type of every connection in a rosbag2 directory.
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    return {conn.topic: conn.msgtype for conn in _connections(bag)}
 
 
 def latched_topics(bag: Path) -> frozenset[str]:
@@ -99,17 +108,14 @@ def latched_topics(bag: Path) -> frozenset[str]:
         BagError: not a readable rosbag2 directory.
     """
     from rosbags.interfaces import QosDurability
-    from rosbags.rosbag2 import Reader
 
-    try:
-        with Reader(bag) as reader:
-            offers = {conn.topic: list(getattr(conn.ext, "offered_qos_profiles", None) or ())
-                      for conn in reader.connections}
-    except Exception as err:
-        raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
-    return frozenset(topic for topic, offered in offers.items()
-                     if (any(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered) if offered
-                         else topic in topics.LATCHED))
+    latched = set()
+    for conn in _connections(bag):
+        offered = getattr(conn.ext, "offered_qos_profiles", None) or ()
+        if any(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered) if offered else (
+                conn.topic in topics.LATCHED):
+            latched.add(conn.topic)
+    return frozenset(latched)
 
 
 def choose_topics(available: dict[str, str], wanted: Sequence[str]) -> dict[str, str]:
