@@ -232,3 +232,16 @@ def test_bad_input_exits_2_with_one_line(make_run: MakeRun, case: str, capsys: p
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage" in capsys.readouterr().err
+
+
+def test_progress_is_reported_as_the_bag_is_chained(make_run) -> None:
+    """A long four-camera run takes verify minutes: `simforge verify` on a terminal shows
+    the step it has reached, from these reports."""
+    from simforge_ros.record.verify import PROGRESS_EVERY
+
+    steps = 2 * PROGRESS_EVERY + 50
+    run = make_run(steps=steps, cameras=())
+    reports: list[tuple[int, int]] = []
+    result = verify_run(run, lambda k, total: reports.append((k, total)))
+    assert result.ok
+    assert reports == [(0, steps), (PROGRESS_EVERY, steps), (2 * PROGRESS_EVERY, steps)]
