@@ -25,7 +25,7 @@ from simforge_ros.core.diffing import MISSING, diff_steps
 from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import BagError, read_bag
+from simforge_ros.record.bag import BagError, BagMessage, read_bag
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -82,6 +82,9 @@ class Replay:
         self.clock_log_ns = array("q")  # /clock log times, in log order
         self.clock_stamp_ns = array("q")  # and the stamps they carry
         self.missing: tuple[str, ...] = ()  # what the assembler still waits for (assembler.missing)
+        # the first message logged at another time than the simulation time it carries:
+        # (that time in ns, topic, its log time in ns); /clock is checked apart (_clock_mismatch)
+        self.misplaced: tuple[int, str, int] | None = None
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -103,6 +106,7 @@ class Replay:
         for item in read_bag(bag_path):
             topic = item.topic
             done: list[dict[str, Any]] = []
+            self._check_log_time(item)
             if topic in PART_TOPICS:
                 part, msgtype = PART_TOPICS[topic]
                 _expect_type(bag_path, topic, item.msgtype, msgtype)
@@ -130,6 +134,22 @@ class Replay:
         self.chain_digest = assembler.chain.hexdigest
         self.frames_digest = frames.hexdigest if frames.steps else None
         self.missing = tuple(assembler.missing(max(last_timing + 1, self.expected_steps)))
+
+
+    def _check_log_time(self, item: BagMessage) -> None:
+        """The recorder logs each message at the simulation time it carries (``t_us``, or its
+        header's stamp), so a bag plays back in simulation time: note the first that is not."""
+        if self.misplaced is not None:
+            return
+        msg = item.msg
+        if hasattr(msg, "t_us"):
+            carried = int(msg.t_us) * 1000
+        elif hasattr(msg, "header"):
+            carried = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        else:  # /clock (checked apart), the run's status and parameters (logged at its latest time)
+            return
+        if item.t_ns != carried:
+            self.misplaced = (carried, item.topic, item.t_ns)
 
 
 def _expect_type(bag_path: Path, topic: str, got: str, want: str) -> None:
@@ -199,6 +219,14 @@ def _clock_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     return None
 
 
+def _log_time_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
+    if replay.misplaced is None:
+        return None
+    carried, topic, logged = replay.misplaced
+    return _mismatch(max(0, carried // (run.decision_us * 1000)), "log_time",
+                     f"a {topic} message of t={carried} ns is logged at {logged} ns")
+
+
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     manifest = run.manifest
     n = replay.steps
@@ -241,7 +269,8 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     replay = Replay(run.bag_path, len(run.steps))
     record = _record_mismatch(run, replay, progress)
     clock = _clock_mismatch(run, replay)
-    found = [m for m in (record, clock) if m is not None]
+    logged = _log_time_mismatch(run, replay)
+    found = [m for m in (record, clock, logged) if m is not None]
     first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
     matched = len(run.steps) if record is None else record[0]
     if first is None:

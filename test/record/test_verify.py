@@ -182,6 +182,31 @@ def test_clock_is_checked(make_run: MakeRun, change: Callable[[BagMessage], byte
     assert result.steps_checked == 60  # every step record itself matched
 
 
+@pytest.mark.parametrize(("topic", "step"), [(topics.STATE, 7), ("/simforge/camera/front/image_raw", 9),
+                                             ("/simforge/camera/rear/camera_info", 4)])
+def test_a_message_logged_at_another_time_than_it_carries_is_named(make_run: MakeRun, topic: str, step: int) -> None:
+    """The bag plays back in simulation time: each message is logged at the time it carries
+    (``t_us`` or its header's stamp). One moved by a microsecond digests the same but would
+    play out of place; verify names it."""
+    run = make_run()
+    items = list(read_bag(run / "bag"))
+    shutil.rmtree(run / "bag")
+    moved = []
+    with BagWriter(run / "bag") as bag:
+        for item in items:
+            t_ns = item.t_ns
+            if item.topic == topic and t_ns == step * 50_000_000 and not moved:
+                t_ns += 1000
+                moved.append(item)
+            bag.write(item.topic, item.msgtype, t_ns, item.raw)
+    assert moved
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": step, "field": "log_time"}
+    assert result.detail == (f"field log_time: a {topic} message of t={step * 50_000_000} ns is logged at "
+                             f"{step * 50_000_000 + 1000} ns")
+    assert result.steps_checked == 60  # every step record itself matched
+
+
 def test_wrong_message_type_on_a_topic_is_bad_input(make_run: MakeRun) -> None:
     run = make_run()
     items = list(read_bag(run / "bag"))
