@@ -25,7 +25,7 @@ from simforge_ros.core.diffing import MISSING, diff_steps
 from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import BagError, BagMessage, read_bag
+from simforge_ros.record.bag import BagError, BagMessage, read_bag, typestore
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -227,6 +227,27 @@ def _log_time_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
                      f"a {topic} message of t={carried} ns is logged at {logged} ns")
 
 
+def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
+    """Each topic's message definition embedded in the bag must be the one its type has
+    here: `ros2 bag play`, Foxglove and rosbags decode a bag by those, not by ours."""
+    from rosbags.rosbag2 import Reader
+
+    store = typestore()
+    try:
+        with Reader(bag_path) as reader:
+            connections = list(reader.connections)
+    except Exception as err:
+        raise BagError(f"{bag_path}: unreadable bag: {type(err).__name__}: {err}") from err
+    for conn in connections:
+        if conn.msgtype not in store.types:
+            continue  # a type simforge does not record: nothing to hold it to
+        embedded = conn.msgdef.data if conn.msgdef is not None else None
+        if embedded != store.generate_msgdef(conn.msgtype, ros_version=2)[0]:
+            return _mismatch(0, "schema", f"the message definition embedded for {conn.topic} "
+                                          f"({conn.msgtype}) is not that of the type")
+    return None
+
+
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     manifest = run.manifest
     n = replay.steps
@@ -270,7 +291,7 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     record = _record_mismatch(run, replay, progress)
     clock = _clock_mismatch(run, replay)
     logged = _log_time_mismatch(run, replay)
-    found = [m for m in (record, clock, logged) if m is not None]
+    found = [m for m in (record, clock, logged, _schema_mismatch(run.bag_path)) if m is not None]
     first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
     matched = len(run.steps) if record is None else record[0]
     if first is None:
