@@ -85,6 +85,9 @@ class Replay:
         # the first message logged at another time than the simulation time it carries:
         # (that time in ns, topic, its log time in ns); /clock is checked apart (_clock_mismatch)
         self.misplaced: tuple[int, str, int] | None = None
+        # what the recorder builds the manifest's "nodes" and "contacts" from
+        self.nodes: dict[str, Any] = {}
+        self.contacts: list[Any] = []
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -114,6 +117,10 @@ class Replay:
                 if part == "timing":
                     last_timing = max(last_timing, int(plain["step"]))
                 done = assembler.add(part, plain)
+            elif topic == topics.NODE_PARAMS:
+                self._note_node(item)
+            elif topic == topics.CONTACTS:
+                self.contacts.append(to_plain(item.msg))
             elif topic == topics.CLOCK:
                 _expect_type(bag_path, topic, item.msgtype, CLOCK_TYPE)
                 stamp = item.msg.clock
@@ -135,6 +142,18 @@ class Replay:
         self.frames_digest = frames.hexdigest if frames.steps else None
         self.missing = tuple(assembler.missing(max(last_timing + 1, self.expected_steps)))
 
+
+    def _note_node(self, item: BagMessage) -> None:
+        """A node's latched parameters, as the recorder keeps them for the manifest (the
+        last message of each node wins); one that is not such a JSON object is kept as it is,
+        so it can only differ from the manifest."""
+        try:
+            info = json.loads(item.msg.data)
+            node = info.pop("node")
+        except (ValueError, AttributeError, KeyError, TypeError):
+            self.nodes[f"<undecodable message at t={item.t_ns} ns>"] = getattr(item.msg, "data", None)
+            return
+        self.nodes[str(node)] = info
 
     def _check_log_time(self, item: BagMessage) -> None:
         """The recorder logs each message at the simulation time it carries (``t_us``, or its
@@ -271,6 +290,14 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         if manifest["world_digest"] != world:
             return _mismatch(last, "manifest.world_digest",
                              f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
+    for key, recorded in (("nodes", replay.nodes), ("contacts", {"events": replay.contacts})):
+        kept = manifest.get(key)
+        if isinstance(kept, dict) and key == "contacts":
+            kept = {"events": kept.get("events")}
+        if kept is not None and kept != recorded:
+            what = "node parameters" if key == "nodes" else "contact events"
+            return _mismatch(0 if key == "nodes" else last, f"manifest.{key}",
+                             f"{MANIFEST} {key} differ from the {what} the bag holds")
     if run.status == "counted" and manifest["expected_steps"] != n:
         return _mismatch(min(n, manifest["expected_steps"]), "manifest.expected_steps",
                          f"a counted run of {n} steps, but {MANIFEST} expected {manifest['expected_steps']}")

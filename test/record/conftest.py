@@ -126,13 +126,16 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
     x = y = yaw = 0.0
     speed, steer, accel = 5.0, 0.0, 0.0
     decided: list[Any] = []
+    contacts: list[Any] = []
     end = spec.steps if spec.refuse_at is None else spec.refuse_at
     params = {"clock_master": {"decision_us": spec.decision_us, "seed": spec.seed},
               "sim_bridge": {"scenario": spec.scenario, "tick_us": spec.tick_us},
               "driver": {"kind": "route_follower", "latency_steps": spec.latency_steps}}
     with BagWriter(run_dir / "bag", spec.storage) as bag:
         rec = _Recorder(bag)
-        rec.put(topics.NODE_PARAMS, _cls("std_msgs/msg/String")(data=json.dumps(params, sort_keys=True)), 0)
+        for node, values in params.items():  # each node's latched parameters, as the nodes publish them
+            rec.put(topics.NODE_PARAMS, _cls("std_msgs/msg/String")(
+                data=json.dumps({"node": node, "params": values}, sort_keys=True)), 0)
         for k in range(min(spec.steps, end + 1)):
             t_us = k * spec.decision_us
             rec.put(topics.CLOCK, _cls("rosgraph_msgs/msg/Clock")(clock=_time(t_us)), t_us)
@@ -147,8 +150,10 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
                 step=k, t_us=t_us, pose=pose, speed_mps=speed, steer_rad=steer, accel_mps2=accel)
             rec.put(topics.STATE, state, t_us)
             if k == 30:
-                rec.put(topics.CONTACTS, _cls("simforge_ros/msg/ContactEvent")(
-                    tick=k * 5, t_us=t_us, actor_a="ego", actor_b="cone_3", harness_fault=False), t_us)
+                contact = _cls("simforge_ros/msg/ContactEvent")(
+                    tick=k * 5, t_us=t_us, actor_a="ego", actor_b="cone_3", harness_fault=False)
+                rec.put(topics.CONTACTS, contact, t_us)
+                contacts.append(to_plain(contact))
             if k == end:
                 break  # the driver never answered: no timing, no action for this step
             new_steer = max(-0.5, min(0.5, -0.05 * y - 0.3 * yaw)) + (1e-3 if k == spec.perturb_action_at else 0.0)
@@ -193,7 +198,9 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
         "contract": {"decision_us": spec.decision_us, "tick_us": spec.tick_us, "latency_steps": spec.latency_steps,
                      "ticks_per_step": spec.decision_us // spec.tick_us,
                      "cameras": {cam: every * spec.decision_us for cam, every in spec.cameras}},
-        "nodes": params, "digests": {"world": world_digest}, "versions": {"simforge_ros": "0.0.0-test"},
+        "contacts": {"total": len(contacts), "harness_faults": 0, "events": contacts},
+        "nodes": {node: {"params": values} for node, values in sorted(params.items())},
+        "digests": {"world": world_digest}, "versions": {"simforge_ros": "0.0.0-test"},
         "faults": [], "bag": {"path": "bag", "storage": spec.storage},
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

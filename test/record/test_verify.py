@@ -131,6 +131,9 @@ def test_edited_digest_is_caught(make_run: MakeRun) -> None:
         ("frames_digest", None, "manifest.frames_digest", 59),
         ("world_digest", "another world", "manifest.world_digest", 59),
         ("expected_steps", 61, "manifest.expected_steps", 60),
+        # the set-up and the contacts the manifest tells of are held to what the bag recorded
+        ("nodes", {"clock_master": {"params": {"decision_us": 50_000, "seed": 8}}}, "manifest.nodes", 0),
+        ("contacts", {"total": 0, "harness_faults": 0, "events": []}, "manifest.contacts", 59),
     ],
 )
 def test_manifest_is_checked(make_run: MakeRun, key: str, value: object, field: str, step: int) -> None:
