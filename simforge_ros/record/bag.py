@@ -378,6 +378,22 @@ class BagMessage:
     msg: Any  # rosbags dataclass instance
 
 
+def bag_connections(path: Path) -> list[Connection]:
+    """Every connection of a rosbag2 directory: topic, type, embedded message definition
+    and recorded QoS offers.
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    if not (path / "metadata.yaml").is_file():
+        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
+    try:
+        with Reader(path) as reader:
+            return list(reader.connections)
+    except Exception as err:
+        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+
+
 def read_bag(path: Path, topics: Collection[str] | None = None, start_ns: int | None = None,
              stop_ns: int | None = None) -> Iterator[BagMessage]:
     """Every message of a bag in log-time order, deserialised; only ``topics`` and log

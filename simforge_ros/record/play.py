@@ -30,7 +30,7 @@ from typing import Any
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, user_domain
-from simforge_ros.record.bag import BagError, read_bag
+from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.rundir import load_run
 from simforge_ros.tools import parse, say
 
@@ -72,30 +72,13 @@ def message_class(type_name: str) -> Any:
                         f"{package.split('/')[0]!r} provides it)") from None
 
 
-def _connections(bag: Path) -> list[Any]:
-    """Every connection (topic, type, recorded offers) of a rosbag2 directory.
-
-    Raises:
-        BagError: not a readable rosbag2 directory.
-    """
-    from rosbags.rosbag2 import Reader
-
-    if not (bag / "metadata.yaml").is_file():
-        raise BagError(f"{bag}: not a rosbag2 directory (metadata.yaml missing)")
-    try:
-        with Reader(bag) as reader:
-            return list(reader.connections)
-    except Exception as err:
-        raise BagError(f"{bag}: unreadable bag: {type(err).__name__}: {err}") from err
-
-
 def bag_topics(bag: Path) -> dict[str, str]:
     """topic -> message type of every connection in a rosbag2 directory.
 
     Raises:
         BagError: not a readable rosbag2 directory.
     """
-    return {conn.topic: conn.msgtype for conn in _connections(bag)}
+    return {conn.topic: conn.msgtype for conn in bag_connections(bag)}
 
 
 def latched_topics(bag: Path) -> frozenset[str]:
@@ -110,7 +93,7 @@ def latched_topics(bag: Path) -> frozenset[str]:
     from rosbags.interfaces import QosDurability
 
     latched = set()
-    for conn in _connections(bag):
+    for conn in bag_connections(bag):
         offered = getattr(conn.ext, "offered_qos_profiles", None) or ()
         if any(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered) if offered else (
                 conn.topic in topics.LATCHED):

@@ -25,7 +25,7 @@ from simforge_ros.core.diffing import MISSING, diff_steps
 from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import BagError, BagMessage, read_bag, typestore
+from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -142,7 +142,6 @@ class Replay:
         self.frames_digest = frames.hexdigest if frames.steps else None
         self.missing = tuple(assembler.missing(max(last_timing + 1, self.expected_steps)))
 
-
     def _note_node(self, item: BagMessage) -> None:
         """A node's latched parameters, as the recorder keeps them for the manifest (the
         last message of each node wins); one that is not such a JSON object is kept as it is,
@@ -249,15 +248,8 @@ def _log_time_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
 def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
     """Each topic's message definition embedded in the bag must be the one its type has
     here: `ros2 bag play`, Foxglove and rosbags decode a bag by those, not by ours."""
-    from rosbags.rosbag2 import Reader
-
     store = typestore()
-    try:
-        with Reader(bag_path) as reader:
-            connections = list(reader.connections)
-    except Exception as err:
-        raise BagError(f"{bag_path}: unreadable bag: {type(err).__name__}: {err}") from err
-    for conn in connections:
+    for conn in bag_connections(bag_path):
         if conn.msgtype not in store.types:
             continue  # a type simforge does not record: nothing to hold it to
         embedded = conn.msgdef.data if conn.msgdef is not None else None
@@ -290,14 +282,11 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         if manifest["world_digest"] != world:
             return _mismatch(last, "manifest.world_digest",
                              f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
-    for key, recorded in (("nodes", replay.nodes), ("contacts", {"events": replay.contacts})):
-        kept = manifest.get(key)
-        if isinstance(kept, dict) and key == "contacts":
-            kept = {"events": kept.get("events")}
-        if kept is not None and kept != recorded:
-            what = "node parameters" if key == "nodes" else "contact events"
-            return _mismatch(0 if key == "nodes" else last, f"manifest.{key}",
-                             f"{MANIFEST} {key} differ from the {what} the bag holds")
+    nodes, contacts = manifest.get("nodes"), manifest.get("contacts")
+    if nodes is not None and nodes != replay.nodes:
+        return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
+    if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
+        return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
     if run.status == "counted" and manifest["expected_steps"] != n:
         return _mismatch(min(n, manifest["expected_steps"]), "manifest.expected_steps",
                          f"a counted run of {n} steps, but {MANIFEST} expected {manifest['expected_steps']}")
