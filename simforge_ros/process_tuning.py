@@ -16,6 +16,10 @@ threshold is raised so the per-step garbage is swept in larger, rarer batches.
 
 **signals.** `simforge run` starts each node with the stop signals blocked, and the node
 takes them once its handlers are in place (``HELD_SIGNALS``).
+
+**the launcher.** The nodes run in sessions of their own, so a `simforge run` killed
+outright (SIGKILL, the OOM killer) can pass nothing on: its nodes used to run the run to
+its end, unwatched. A node it started watches it instead (``watch_launcher``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import gc
 import os
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
@@ -89,3 +94,41 @@ def unblock_held_signals() -> None:
     node started (held by the mask it inherited from `simforge run`) is delivered now, to
     them. Started otherwise (ros2 run, launch), nothing was held and this changes nothing."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, HELD_SIGNALS)
+
+
+LAUNCHER_ENV = "SIMFORGE_LAUNCHER_PID"
+"""Set by `simforge run` for the nodes it starts: its own pid (see watch_launcher)."""
+LAUNCHER_POLL_S = 0.2  # wall clock: how often a node looks for its launcher
+
+
+def launcher_pid(environ: Mapping[str, str] | None = None) -> int | None:
+    """The pid of the `simforge run` that started this process, or None (started by
+    ros2 run, a launch file, a test)."""
+    raw = (os.environ if environ is None else environ).get(LAUNCHER_ENV, "")
+    return int(raw) if raw.isdigit() and int(raw) > 1 else None
+
+
+def watch_launcher(on_gone: Callable[[], None], grace_s: float = 0.0,
+                   poll_s: float = LAUNCHER_POLL_S) -> threading.Thread | None:
+    """Call ``on_gone`` (from a daemon thread) ``grace_s`` after the `simforge run` that
+    started this node is gone without having stopped it: this process then has another
+    parent. Nothing is watched for a node started otherwise (returns None).
+
+    The clock master takes it as a Ctrl-C at once (the run ends as aborted at its step,
+    its record kept); a participant waits ``grace_s`` for that run's end first, so the
+    recorder can confirm what it holds. Polled (``poll_s``) rather than
+    PR_SET_PDEATHSIG, which fires when the parent *thread* ends and cannot wait.
+    """
+    launcher = launcher_pid()
+    if launcher is None:
+        return None
+
+    def _watch() -> None:
+        while os.getppid() == launcher:
+            time.sleep(poll_s)
+        time.sleep(grace_s)
+        on_gone()
+
+    thread = threading.Thread(target=_watch, name="simforge-launcher-watch", daemon=True)
+    thread.start()
+    return thread

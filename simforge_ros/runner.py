@@ -40,7 +40,7 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
-from simforge_ros.process_tuning import HELD_SIGNALS
+from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
@@ -354,6 +354,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
     if profile is not None and not user_profile:
         env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+    env[LAUNCHER_ENV] = str(os.getpid())  # killed outright, this process is missed (watch_launcher)
     stop_asked = threading.Event()
 
     def stop() -> None:

@@ -1,18 +1,20 @@
-"""malloc tuning: large temporaries stop costing fresh pages on every use."""
+"""malloc tuning: large temporaries stop costing fresh pages on every use; a node started
+by `simforge run` notices that run gone."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
-from simforge_ros.process_tuning import tune_process
+from simforge_ros.process_tuning import LAUNCHER_ENV, launcher_pid, tune_process, watch_launcher
 
 _PROBE = """
 import resource, sys
 if sys.argv[1] == "tuned":
-    from simforge_ros.process_tuning import tune_process
+    from simforge_ros.process_tuning import LAUNCHER_ENV, launcher_pid, tune_process, watch_launcher
     assert tune_process()
 from simforge_ros.benchmarks import compute
 compute.direct_loop(3, ("front",))  # imports and first frames out of the way
@@ -66,3 +68,43 @@ def test_a_single_layout_run_freezes_its_nodes_and_thaws_after(tmp_path):
                    sets={"sim_bridge": {"cameras": []}})
     assert run(spec).status == "counted"
     assert gc.get_freeze_count() == 0
+
+
+# A launcher that starts a "node" and exits at once, as a `simforge run` killed outright
+# would: the node's watcher must notice within a few polls and call its on_gone.
+_LAUNCHER = """
+import os, subprocess, sys
+env = dict(os.environ, SIMFORGE_LAUNCHER_PID=str(os.getpid()))
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=env, start_new_session=True)
+"""
+_NODE = """
+import sys, threading, time
+from simforge_ros.process_tuning import watch_launcher
+gone = threading.Event()
+started = time.monotonic()
+assert watch_launcher(gone.set, grace_s=0.3, poll_s=0.02) is not None
+assert gone.wait(20)
+with open(sys.argv[1], "w") as out:
+    out.write(f"{time.monotonic() - started:.3f}")
+"""
+
+
+def test_a_node_notices_its_launcher_gone_after_the_grace(tmp_path):
+    mark = tmp_path / "gone"
+    subprocess.run([sys.executable, "-c", _LAUNCHER, _NODE, str(mark)], check=True, timeout=30)
+    deadline = time.monotonic() + 30
+    while not mark.exists() or not mark.read_text():
+        assert time.monotonic() < deadline, "the node never noticed its launcher had gone"
+        time.sleep(0.05)
+    assert float(mark.read_text()) >= 0.3  # the grace was waited
+
+
+def test_a_node_started_otherwise_watches_nothing(monkeypatch):
+    monkeypatch.delenv(LAUNCHER_ENV, raising=False)
+    assert watch_launcher(lambda: None) is None
+
+
+@pytest.mark.parametrize(("raw", "pid"), [("1234", 1234), ("", None), ("1", None), ("0", None),
+                                          ("-5", None), ("12ab", None), (" 12", None)])
+def test_launcher_pid_reads_only_a_plausible_pid(raw, pid):
+    assert launcher_pid({LAUNCHER_ENV: raw}) == pid

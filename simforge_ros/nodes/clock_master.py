@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -80,7 +81,13 @@ from simforge_ros.nodes.common import (
     spin_until,
     watch_node_params,
 )
-from simforge_ros.process_tuning import freeze_startup, tune_process, unblock_held_signals
+from simforge_ros.process_tuning import (
+    freeze_startup,
+    launcher_pid,
+    tune_process,
+    unblock_held_signals,
+    watch_launcher,
+)
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
@@ -271,6 +278,7 @@ class ClockMaster:
         # (publisher, message) held back until the next request is on its way: see _call
         self._pending: list[tuple[Any, Any]] = []
         self.interrupted = False
+        self.interrupt_detail = "interrupted"  # the Aborted refusal's detail
         self._waiting: tuple[str, float, float] | None = None  # called, its wall deadline, limit (s)
 
     # -- participants over ROS -------------------------------------------------------------
@@ -327,7 +335,7 @@ class ClockMaster:
         recorded = self._backlog.recorded
         while not self._backlog.may_resume(published):
             if self.interrupted:
-                raise Aborted(step, "interrupted")
+                raise Aborted(step, self.interrupt_detail)
             self._refuse_if_recorder_gone(step)
             if self._recorder_failure is not None:  # it chains nothing more: say why, now
                 raise ParticipantError(step, f"recorder: {self._recorder_failure}")
@@ -360,7 +368,7 @@ class ClockMaster:
         """
         assert self._executor is not None
         if self.interrupted and interruptible:  # the hot path below looks only when an answer is late
-            raise Aborted(step, "interrupted")
+            raise Aborted(step, self.interrupt_detail)
         future = peer.client.call_async(request)
         # The step's outputs go out while the participant works on the request: a
         # publish costs a good part of a hop, and here it overlaps the participant's work
@@ -384,7 +392,7 @@ class ClockMaster:
                 break
             if self.interrupted and interruptible:
                 _cancel(sent)
-                raise Aborted(step, "interrupted")
+                raise Aborted(step, self.interrupt_detail)
             if peer.gone():
                 _cancel(sent)
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
@@ -417,7 +425,7 @@ class ClockMaster:
             ParticipantTimeout: the call is past its wall-clock limit.
         """
         if self.interrupted:
-            raise Aborted(step, "interrupted")
+            raise Aborted(step, self.interrupt_detail)
         if self._waiting is None:
             return
         _called, wall_deadline, limit_s = self._waiting
@@ -545,7 +553,7 @@ class ClockMaster:
         for ready, what in waits:
             while not ready():
                 if self.interrupted:
-                    raise Aborted(-1, "interrupted while waiting for participants")
+                    raise Aborted(-1, f"{self.interrupt_detail} while waiting for participants")
                 if time.monotonic() >= wall_deadline:
                     raise ParticipantTimeout(
                         -1, f"{what} did not appear within {self.config.startup_timeout_s:g} s"
@@ -646,10 +654,17 @@ def main(argv: list[str] | None = None) -> int:
     # Taken from rclpy before the node is built: its own handler shut the context down under
     # a Ctrl-C that came while the node was being built, which then failed as an unexpected
     # error ("the given context is not valid"); the run ends as aborted at its first check.
-    early = {"interrupted": False}
+    early: dict[str, Any] = {"interrupted": False, "detail": "interrupted"}
     signal.signal(signal.SIGTERM, lambda *_: early.update(interrupted=True))
     signal.signal(signal.SIGINT, lambda *_: early.update(interrupted=True))
     unblock_held_signals()
+
+    def _launcher_gone() -> None:
+        """A `simforge run` killed outright passes no Ctrl-C on: take its going as one."""
+        early["detail"] = f"interrupted: simforge run (pid {launcher_pid()}) is gone"
+        os.kill(os.getpid(), signal.SIGINT)
+
+    watch_launcher(_launcher_gone)
     try:
         try:
             clock = ClockMaster()
@@ -658,11 +673,13 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE if isinstance(err, ConfigError) else err.exit_code
 
         def _on_signal(signum: int, _frame: Any) -> None:
+            clock.interrupt_detail = early["detail"]
             clock.interrupted = True
 
         signal.signal(signal.SIGTERM, _on_signal)
         signal.signal(signal.SIGINT, _on_signal)
         clock.interrupted = clock.interrupted or early["interrupted"]
+        clock.interrupt_detail = early["detail"]
         executor = make_executor()
         executor.add_node(clock.node)
         freeze_startup()

@@ -30,7 +30,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
-from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process, unblock_held_signals
+from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process, unblock_held_signals, watch_launcher
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -239,6 +239,9 @@ STOP = threading.Event()
 
 
 TEARDOWN_S = 3.0
+# Wall clock: how long a participant whose `simforge run` was killed outright waits for
+# the clock master to end the run (it aborts at once; the recorder then writes its record).
+ORPHAN_GRACE_S = 30.0
 
 
 def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
@@ -368,6 +371,9 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     unblock_held_signals()
+    # a `simforge run` killed outright: its clock master aborts the run and ends it (the
+    # usual way out, below); a participant still here ORPHAN_GRACE_S later leaves anyway
+    watch_launcher(lambda: os.kill(os.getpid(), signal.SIGTERM), ORPHAN_GRACE_S)
     try:
         try:
             shell = build()

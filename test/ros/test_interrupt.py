@@ -99,3 +99,40 @@ def test_an_interrupt_while_the_recorder_confirms_the_run_leaves_it_counted(tmp_
     result = lockstep(tmp_path, steps=8, layout="single")
     assert (result.status, result.refusal, result.steps) == ("counted", None, 8)
     assert manifest_of(result)["status"] == "counted"
+
+
+def test_a_run_whose_simforge_run_is_killed_outright_aborts_and_keeps_a_verifiable_record(tmp_path):
+    """SIGKILL (or the OOM killer) leaves `simforge run` no handler to pass a stop on, and its
+    nodes, in sessions of their own, used to run the run to its end unwatched. Each node it
+    started now watches it: the clock master takes its going as a Ctrl-C, the run ends as
+    aborted at its step, and the recorder keeps a record that verifies."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--steps", "100000",
+                             "--set", "sim_bridge.cameras=[]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 120
+    while time.monotonic() < wall_deadline:
+        steps = list(out.glob("*/steps.jsonl"))
+        if steps and steps[0].read_text().count("\n") >= 20:
+            break
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    assert processes_mentioning(str(out))  # the nodes, running
+    killed_at = time.monotonic()
+    proc.kill()
+    proc.communicate(timeout=30)
+    while processes_mentioning(str(out)):
+        assert time.monotonic() - killed_at < 20, "the nodes outlived their simforge run"
+        time.sleep(0.1)
+    (run_dir,) = out.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "refused"
+    refusal = manifest["refusal"]
+    assert refusal["code"] == "aborted"
+    assert refusal["detail"].startswith(f"interrupted: simforge run (pid {proc.pid}) is gone"), refusal
+    assert 20 <= refusal["step"] < 100_000
+    assert "Traceback" not in (run_dir / "logs" / "clock_master.log").read_text()
+    check = simforge("verify", str(run_dir), cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert f"verified: {manifest['steps']} steps" in check.stdout
