@@ -50,6 +50,7 @@ from simforge_ros.nodes.common import (
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
+from simforge_ros.record.camera_info import CameraInfoDigests
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.srv import Finish
@@ -125,6 +126,8 @@ class Recorder:
         self._step_ns = array("q")  # wall_step_ns per step, for the manifest's summary
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
         self._infos_seen: Counter[str] = Counter()
+        self._info_digests = CameraInfoDigests(
+            lambda raw: self._store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -252,8 +255,9 @@ class Recorder:
             # all that is needed of it
             t_ns = self._note_time(stamp_ns)
             self._bag.write(topic, type_name, t_ns, raw)
-            if part is not None:  # info:CAMERA
+            if part is not None:  # info:CAMERA: its field values, kept apart (record.camera_info)
                 self._infos_seen[part[5:]] += 1
+                self._info_digests.add_raw(part[5:], raw)
                 side_done = True
         else:
             msg: Any = self._store.deserialize_cdr(raw, type_name)
@@ -263,6 +267,7 @@ class Recorder:
                 self._side_record(type_name, msg)
             elif part.startswith("info:"):
                 self._infos_seen[part[5:]] += 1
+                self._info_digests.add(part[5:], cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
@@ -419,6 +424,7 @@ class Recorder:
             nodes=self._nodes,
             storage=self._values["storage"],
             contacts=self._contacts,
+            camera_info=self._info_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": wall_summary(self._step_ns)},

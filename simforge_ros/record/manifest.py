@@ -61,6 +61,7 @@ def build_manifest(
     wall: Mapping[str, Any],
     steps: int | None = None,
     participants: Mapping[str, Mapping[str, Any]] | None = None,
+    camera_info: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
@@ -69,6 +70,8 @@ def build_manifest(
     ``participants``: role -> node, pid, host of who answered the clock master's Step and
     Decide calls (Finish.Request); a role none of ``nodes`` has is marked ``external``
     (``--driver external``: a node of the user's own, which publishes no parameters here).
+    ``camera_info``: per camera, its camera_info messages' count and digest
+    (record.camera_info.CameraInfoDigests.summary).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -106,6 +109,7 @@ def build_manifest(
             "harness_faults": sum(1 for c in contacts if c.get("harness_fault")),
             "events": contacts,
         },
+        "camera_info": {k: dict(v) for k, v in sorted((camera_info or {}).items())},
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {

@@ -26,6 +26,7 @@ from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
+from simforge_ros.record.camera_info import CameraInfoDigests, first_difference
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -38,6 +39,8 @@ PART_TOPICS = {
 CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 IMAGE_TYPE = "sensor_msgs/msg/Image"
 _IMAGE_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/image_raw$")
+_INFO_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/camera_info$")
+INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,7 @@ class Replay:
         # what the recorder builds the manifest's "nodes" and "contacts" from
         self.nodes: dict[str, Any] = {}
         self.contacts: list[Any] = []
+        self.camera_info = CameraInfoDigests()  # what the bag's camera_info messages hold
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -126,6 +130,9 @@ class Replay:
                 stamp = item.msg.clock
                 self.clock_log_ns.append(item.t_ns)
                 self.clock_stamp_ns.append(int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec))
+            elif (match := _INFO_TOPIC.match(topic)) is not None:
+                _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
+                self.camera_info.add(match["camera"], cast("dict[str, Any]", to_plain(item.msg)))
             elif (match := _IMAGE_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, IMAGE_TYPE)
                 msg = item.msg
@@ -287,6 +294,10 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
+    infos = manifest.get("camera_info")  # absent from runs recorded before it was kept
+    said = None if infos is None else first_difference(infos, replay.camera_info.summary())
+    if said is not None:
+        return _mismatch(last, "manifest.camera_info", said)
     if run.status == "counted" and manifest["expected_steps"] != n:
         return _mismatch(min(n, manifest["expected_steps"]), "manifest.expected_steps",
                          f"a counted run of {n} steps, but {MANIFEST} expected {manifest['expected_steps']}")

@@ -26,6 +26,7 @@ from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagWriter, read_bag, typestore
+from simforge_ros.record.camera_info import CameraInfoDigests
 
 WIDTH, HEIGHT = 8, 6
 WHEELBASE_M = 2.7
@@ -102,6 +103,7 @@ class _Recorder:
         self.bag = bag
         self.assembler = StepAssembler()
         self.store = typestore()
+        self.infos = CameraInfoDigests(lambda raw: self.store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
 
     def put(self, topic: str, msg: Any, t_us: int) -> None:
         raw = self.store.serialize_cdr(msg, msg.__msgtype__)
@@ -110,6 +112,8 @@ class _Recorder:
         part = {topics.TIMING: "timing", topics.ACTION: "action", topics.APPLIED: "applied", topics.STATE: "state"}
         if topic in part:
             self.assembler.add(part[topic], cast("dict[str, Any]", to_plain(back)))
+        elif topic.endswith("/camera_info"):
+            self.infos.add_raw(topic.split("/")[3], raw)
         elif topic.endswith("/image_raw"):
             stamp = back.header.stamp
             camera = topic.split("/")[3]
@@ -199,6 +203,7 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
                      "ticks_per_step": spec.decision_us // spec.tick_us,
                      "cameras": {cam: every * spec.decision_us for cam, every in spec.cameras}},
         "contacts": {"total": len(contacts), "harness_faults": 0, "events": contacts},
+        "camera_info": rec.infos.summary(),
         "nodes": {node: {"params": values} for node, values in sorted(params.items())},
         "digests": {"world": world_digest}, "versions": {"simforge_ros": "0.0.0-test"},
         "faults": [], "bag": {"path": "bag", "storage": spec.storage},

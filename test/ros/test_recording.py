@@ -13,7 +13,9 @@ import pytest
 from runs import lockstep, manifest_of, simforge, steps_of
 
 from simforge_ros import topics
+from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.bag import read_bag
+from simforge_ros.record.camera_info import CameraInfoDigests
 from simforge_ros.record.diff_runs import diff_runs, setup_differences
 from simforge_ros.record.rundir import load_run
 from simforge_ros.record.verify import verify_run
@@ -50,6 +52,13 @@ def test_the_bag_holds_every_message_and_clock_is_exact(tmp_path):
     manifest = manifest_of(result)
     assert manifest["steps"] == manifest["expected_steps"] == 40
     assert manifest["bag"]["storage"] == "mcap"
+    # what the recorder kept of each camera_info, as it took them: what verify gets from the bag
+    replayed = CameraInfoDigests()
+    info_topics = [topics.camera_info_topic(c) for c in ("chase", "front")]
+    for item in read_bag(Path(result.run_dir) / "bag", topics=info_topics):
+        replayed.add(item.topic.split("/")[3], to_plain(item.msg))
+    assert manifest["camera_info"] == replayed.summary()
+    assert {c: v["messages"] for c, v in manifest["camera_info"].items()} == {"chase": 40, "front": 40}
 
 
 def test_the_mcap_file_is_readable_by_the_mcap_library(tmp_path):
