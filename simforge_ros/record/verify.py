@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import yaml
+
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.core.diffing import MISSING, diff_steps
@@ -27,6 +29,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.camera_info import CameraInfoDigests, first_difference
+from simforge_ros.record.mcap_check import mcap_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -266,6 +269,29 @@ def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
     return None
 
 
+def _structure_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
+    """The MCAP files' own bookkeeping (message and chunk indexes, the schema and channel
+    records each chunk repeats, statistics, the rosbag2 metadata record), which `ros2 bag
+    play` and other readers go by, must match the messages (record.mcap_check)."""
+    if not (bag_path / "metadata.yaml").is_file():
+        return None  # reading the bag says what is wrong with it
+    try:
+        info = yaml.safe_load((bag_path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        files = [bag_path / str(f) for f in info["relative_file_paths"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None  # reading the bag says what is wrong with metadata.yaml
+    if info.get("storage_identifier") != "mcap":
+        return None
+    for path in files:
+        try:
+            problem = mcap_problem(path, info if len(files) == 1 else None)
+        except OSError as err:
+            raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
+        if problem is not None:
+            return _mismatch(0, "bag_structure", problem)
+    return None
+
+
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     manifest = run.manifest
     n = replay.steps
@@ -315,10 +341,18 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     """
     run = load_run(Path(run_dir))
     replay = Replay(run.bag_path, len(run.steps))
-    record = _record_mismatch(run, replay, progress)
+    # first: bookkeeping that does not match can make rosbags read the bag wrong, or not at
+    # all, and is then the cause of what follows (it wins a tie at the same step below)
+    structure = _structure_mismatch(run.bag_path)
+    try:
+        record = _record_mismatch(run, replay, progress)
+    except BagError as err:
+        if structure is None:
+            raise
+        raise BagError(f"{err}; {structure[2]}") from err  # unreadable, and what in it says why
     clock = _clock_mismatch(run, replay)
     logged = _log_time_mismatch(run, replay)
-    found = [m for m in (record, clock, logged, _schema_mismatch(run.bag_path)) if m is not None]
+    found = [m for m in (structure, record, clock, logged, _schema_mismatch(run.bag_path)) if m is not None]
     first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
     matched = len(run.steps) if record is None else record[0]
     if first is None:
