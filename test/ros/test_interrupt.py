@@ -21,6 +21,18 @@ from simforge_ros.nodes.clock_master import ClockMaster
 pytestmark = pytest.mark.ros
 
 
+def _wait_for_steps(proc: subprocess.Popen[str], out: Path, steps: int) -> None:
+    """Until the first run under ``out`` has chained ``steps`` steps (or 120 s: fail)."""
+    wall_deadline = time.monotonic() + 120
+    while time.monotonic() < wall_deadline:
+        found = list(out.glob("*/steps.jsonl"))
+        if found and found[0].read_text().count("\n") >= steps:
+            return
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    pytest.fail(f"no {steps} steps chained within 120 s")
+
+
 @pytest.mark.parametrize("layout", ["processes", "single"])
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp_path, layout, sig):
@@ -31,13 +43,7 @@ def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp
     proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
                              "--repeat", "2", "--set", "sim_bridge.cameras=[front,left,rear,right]"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    wall_deadline = time.monotonic() + 120
-    while time.monotonic() < wall_deadline:
-        steps = list(out.glob("*/steps.jsonl"))
-        if steps and steps[0].read_text().count("\n") >= 20:
-            break
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+    _wait_for_steps(proc, out, 20)
     os.kill(proc.pid, sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 19, stderr
@@ -111,13 +117,7 @@ def test_a_run_whose_simforge_run_is_killed_outright_aborts_and_keeps_a_verifiab
     proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--steps", "100000",
                              "--set", "sim_bridge.cameras=[]"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    wall_deadline = time.monotonic() + 120
-    while time.monotonic() < wall_deadline:
-        steps = list(out.glob("*/steps.jsonl"))
-        if steps and steps[0].read_text().count("\n") >= 20:
-            break
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.02)
+    _wait_for_steps(proc, out, 20)
     assert processes_mentioning(str(out))  # the nodes, running
     killed_at = time.monotonic()
     proc.kill()
