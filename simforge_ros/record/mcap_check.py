@@ -103,7 +103,6 @@ def _check(file: IO[bytes], total: int, name: str, bag_info: Mapping[str, Any] |
     summary_start = None
     last_chunk: _Chunk | None = None
     in_summary = False
-    group: list[int] | None = None  # [opcode, start, length] of the summary group being read
     footer: tuple[int, int, int] | None = None
     summary_offsets: list[tuple[int, int, int]] = []
     statistics: bytes | None = None
@@ -125,11 +124,10 @@ def _check(file: IO[bytes], total: int, name: str, bag_info: Mapping[str, Any] |
                                    _OP_METADATA_INDEX, _OP_STATISTICS, _OP_SUMMARY_OFFSET):
             if summary_start is None:
                 summary_start = pos
-            if group is None or group[0] != op:
-                group = [op, pos, 0]
-                found.groups.append((op, pos, 0))
-            group[2] = end - group[1]
-            found.groups[-1] = (group[0], group[1], group[2])
+            if found.groups and found.groups[-1][0] == op:  # the group goes on
+                found.groups[-1] = (op, found.groups[-1][1], end - found.groups[-1][1])
+            else:
+                found.groups.append((op, pos, end - pos))
         if op == _OP_CHUNK:
             last_chunk = _read_chunk(file, name, pos, length, found)
             found.chunks.append(last_chunk)
