@@ -27,6 +27,8 @@ from typing import IO, Any
 
 import yaml
 
+from simforge_ros.record.bag import BagError
+
 MAGIC = b"\x89MCAP0\r\n"
 _OP_HEADER, _OP_FOOTER, _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
 _OP_MESSAGE_INDEX, _OP_CHUNK_INDEX, _OP_ATTACHMENT, _OP_ATTACHMENT_INDEX = 0x07, 0x08, 0x09, 0x0A
@@ -74,6 +76,31 @@ class _Found:
     def note_time(self, t_ns: int) -> None:
         self.first_time = t_ns if self.first_time is None else min(self.first_time, t_ns)
         self.last_time = t_ns if self.last_time is None else max(self.last_time, t_ns)
+
+
+def bag_problem(bag_path: Path) -> str | None:
+    """The first mismatch in the bookkeeping of a rosbag2 directory's MCAP files, or None
+    (also for another storage, or a metadata.yaml that reading the bag will name).
+
+    Raises:
+        BagError: an MCAP file it names cannot be read.
+    """
+    try:
+        info = yaml.safe_load((bag_path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        files = [bag_path / str(f) for f in info["relative_file_paths"]]
+        storage = info.get("storage_identifier")
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None  # reading the bag says what is wrong with it
+    if storage != "mcap":
+        return None
+    for path in files:
+        try:
+            problem = mcap_problem(path, info if len(files) == 1 else None)
+        except OSError as err:
+            raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
+        if problem is not None:
+            return problem
+    return None
 
 
 def mcap_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str | None:

@@ -31,6 +31,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
+from simforge_ros.record.mcap_check import bag_problem
 from simforge_ros.record.rundir import load_run
 from simforge_ros.tools import parse, say
 
@@ -234,6 +235,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise PlayError(f"--wait-for-reader {topic}: not a played topic; played: {', '.join(sorted(chosen))}")
         for type_name in chosen.values():
             message_class(type_name)
+        broken = bag_problem(run.bag_path)  # rosbags would read such a bag wrong, silently
+        if broken is not None:
+            raise BagError(f"{run.bag_path}: not played: {broken} (`simforge verify` checks the whole run)")
     except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
         say("play", err)
         return EXIT_USAGE

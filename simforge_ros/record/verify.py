@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.core.diffing import MISSING, diff_steps
@@ -29,7 +27,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.camera_info import CameraInfoDigests, first_difference
-from simforge_ros.record.mcap_check import mcap_problem
+from simforge_ros.record.mcap_check import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.tools import parse, say
 
@@ -270,26 +268,10 @@ def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
 
 
 def _structure_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
-    """The MCAP files' own bookkeeping (message and chunk indexes, the schema and channel
-    records each chunk repeats, statistics, the rosbag2 metadata record), which `ros2 bag
-    play` and other readers go by, must match the messages (record.mcap_check)."""
-    if not (bag_path / "metadata.yaml").is_file():
-        return None  # reading the bag says what is wrong with it
-    try:
-        info = yaml.safe_load((bag_path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
-        files = [bag_path / str(f) for f in info["relative_file_paths"]]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return None  # reading the bag says what is wrong with metadata.yaml
-    if info.get("storage_identifier") != "mcap":
-        return None
-    for path in files:
-        try:
-            problem = mcap_problem(path, info if len(files) == 1 else None)
-        except OSError as err:
-            raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
-        if problem is not None:
-            return _mismatch(0, "bag_structure", problem)
-    return None
+    """The MCAP files' own bookkeeping, which `ros2 bag play` and other readers go by, must
+    match the messages (record.mcap_check)."""
+    problem = bag_problem(bag_path)
+    return None if problem is None else _mismatch(0, "bag_structure", problem)
 
 
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:

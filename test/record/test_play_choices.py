@@ -3,6 +3,7 @@ test/ros/test_play.py plays a real run to a subscriber."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,3 +112,21 @@ def test_play_refuses_a_domain_a_simforge_run_is_in(make_run: MakeRun, monkeypat
     err = capsys.readouterr().err
     assert err.startswith("simforge play: environment: ROS_DOMAIN_ID: expected a domain no other simforge run")
     assert f"got '{domain}, held by simforge run busy-run (pid " in err
+
+
+def test_a_bag_whose_indexes_do_not_match_its_messages_is_not_played(make_run: MakeRun, bag_file_of,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """rosbags picks a chunk by its index's times: one index off by a nanosecond and the
+    player published none of that chunk's messages, and said nothing."""
+    run = make_run("a")
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    pos = 8
+    while blob[pos] != 0x08:  # the first chunk index record
+        pos += 9 + struct.unpack_from("<Q", blob, pos + 1)[0]
+    struct.pack_into("<Q", blob, pos + 9, struct.unpack_from("<Q", blob, pos + 9)[0] + 1)  # its start time
+    path.write_bytes(bytes(blob))
+    assert main([str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"simforge play: {run / 'bag'}: not played: bag.mcap: the chunk index of the chunk at byte ")
+    assert err.endswith("(`simforge verify` checks the whole run)\n") and err.count("\n") == 1
