@@ -9,6 +9,9 @@ INST   := $(VENV)/.install-stamp
 SOURCES := $(shell find simforge_ros msg srv config launch -type f \
              -not -path '*/__pycache__/*' -not -path 'simforge_ros/msg/*' \
              -not -path 'simforge_ros/srv/*' 2>/dev/null) setup.py CMakeLists.txt package.xml
+# the package's folders too: a module removed or renamed changes only its folder's mtime
+SOURCES += $(shell find simforge_ros -type d -not -name __pycache__ -not -path 'simforge_ros/msg*' \
+             -not -path 'simforge_ros/srv*' 2>/dev/null)
 
 .PHONY: setup demo test bench lint clean
 
@@ -22,6 +25,7 @@ $(DEPS): requirements.txt tools/fix_wheel_cmake.py
 	touch $@
 
 $(INST): $(DEPS) $(SOURCES)
+	rm -rf build/lib.* build/bdist.*  # setuptools keeps a removed module's old copy there and installs it
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --force-reinstall .
 	touch $@
 

@@ -50,9 +50,9 @@ from simforge_ros.nodes.common import (
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
-from simforge_ros.record.camera_info import CameraInfoDigests
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
+from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -126,8 +126,10 @@ class Recorder:
         self._step_ns = array("q")  # wall_step_ns per step, for the manifest's summary
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
         self._infos_seen: Counter[str] = Counter()
+        # what of the camera messages no chain holds (record.side_digests)
         self._info_digests = CameraInfoDigests(
             lambda raw: self._store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
+        self._header_digests = ImageHeaderDigests()
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -247,6 +249,7 @@ class Recorder:
             t_ns = self._note_time(image.sec * 1_000_000_000 + image.nanosec)
             self._bag.write(topic, type_name, t_ns, raw)
             self._images_seen[camera] += 1
+            self._header_digests.add(camera, image.sec, image.nanosec, image.frame_id, image.is_bigendian)
             completed = self.assembler.add_frame(
                 camera, t_ns // 1000, image.encoding, image.width, image.height, image.step, image.data
             )
@@ -255,7 +258,7 @@ class Recorder:
             # all that is needed of it
             t_ns = self._note_time(stamp_ns)
             self._bag.write(topic, type_name, t_ns, raw)
-            if part is not None:  # info:CAMERA: its field values, kept apart (record.camera_info)
+            if part is not None:  # info:CAMERA: its field values, kept apart (record.side_digests)
                 self._infos_seen[part[5:]] += 1
                 self._info_digests.add_raw(part[5:], raw)
                 side_done = True
@@ -271,6 +274,8 @@ class Recorder:
                 side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
+                stamp = msg.header.stamp
+                self._header_digests.add(part[6:], stamp.sec, stamp.nanosec, msg.header.frame_id, msg.is_bigendian)
                 completed = self.assembler.add_frame(
                     part[6:], t_ns // 1000, msg.encoding, msg.width, msg.height, msg.step, msg.data
                 )
@@ -425,6 +430,7 @@ class Recorder:
             storage=self._values["storage"],
             contacts=self._contacts,
             camera_info=self._info_digests.summary(),
+            image_headers=self._header_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": wall_summary(self._step_ns)},

@@ -62,6 +62,7 @@ def build_manifest(
     steps: int | None = None,
     participants: Mapping[str, Mapping[str, Any]] | None = None,
     camera_info: Mapping[str, Mapping[str, Any]] | None = None,
+    image_headers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
@@ -70,8 +71,8 @@ def build_manifest(
     ``participants``: role -> node, pid, host of who answered the clock master's Step and
     Decide calls (Finish.Request); a role none of ``nodes`` has is marked ``external``
     (``--driver external``: a node of the user's own, which publishes no parameters here).
-    ``camera_info``: per camera, its camera_info messages' count and digest
-    (record.camera_info.CameraInfoDigests.summary).
+    ``camera_info``, ``image_headers``: per camera, the count and digest of its
+    camera_info messages and of its images' headers (record.side_digests).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -110,6 +111,7 @@ def build_manifest(
             "events": contacts,
         },
         "camera_info": {k: dict(v) for k, v in sorted((camera_info or {}).items())},
+        "image_headers": {k: dict(v) for k, v in sorted((image_headers or {}).items())},
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {

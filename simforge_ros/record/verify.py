@@ -26,9 +26,9 @@ from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
-from simforge_ros.record.camera_info import CameraInfoDigests, first_difference
 from simforge_ros.record.mcap_check import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
+from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, first_difference
 from simforge_ros.tools import parse, say
 
 PART_TOPICS = {
@@ -92,7 +92,9 @@ class Replay:
         # what the recorder builds the manifest's "nodes" and "contacts" from
         self.nodes: dict[str, Any] = {}
         self.contacts: list[Any] = []
-        self.camera_info = CameraInfoDigests()  # what the bag's camera_info messages hold
+        # what of the camera messages no chain holds (record.side_digests)
+        self.camera_info = CameraInfoDigests()
+        self.image_headers = ImageHeaderDigests()
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -137,7 +139,9 @@ class Replay:
             elif (match := _IMAGE_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, IMAGE_TYPE)
                 msg = item.msg
-                t_us = int(msg.header.stamp.sec) * 1_000_000 + int(msg.header.stamp.nanosec) // 1000
+                stamp = msg.header.stamp
+                self.image_headers.add(match["camera"], stamp.sec, stamp.nanosec, msg.header.frame_id, msg.is_bigendian)
+                t_us = int(stamp.sec) * 1_000_000 + int(stamp.nanosec) // 1000
                 done = assembler.add_frame(
                     match["camera"], t_us, msg.encoding, msg.width, msg.height, msg.step, msg.data
                 )
@@ -302,10 +306,12 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
-    infos = manifest.get("camera_info")  # absent from runs recorded before it was kept
-    said = None if infos is None else first_difference(infos, replay.camera_info.summary())
-    if said is not None:
-        return _mismatch(last, "manifest.camera_info", said)
+    for key, replayed, what in (("camera_info", replay.camera_info, "camera_info messages"),
+                                ("image_headers", replay.image_headers, "image headers")):
+        recorded = manifest.get(key)  # absent from runs recorded before it was kept
+        said = None if recorded is None else first_difference(recorded, replayed.summary(), what)
+        if said is not None:
+            return _mismatch(last, f"manifest.{key}", said)
     if run.status == "counted" and manifest["expected_steps"] != n:
         return _mismatch(min(n, manifest["expected_steps"]), "manifest.expected_steps",
                          f"a counted run of {n} steps, but {MANIFEST} expected {manifest['expected_steps']}")

@@ -26,7 +26,7 @@ from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagWriter, read_bag, typestore
-from simforge_ros.record.camera_info import CameraInfoDigests
+from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests
 
 WIDTH, HEIGHT = 8, 6
 WHEELBASE_M = 2.7
@@ -104,6 +104,7 @@ class _Recorder:
         self.assembler = StepAssembler()
         self.store = typestore()
         self.infos = CameraInfoDigests(lambda raw: self.store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
+        self.headers = ImageHeaderDigests()
 
     def put(self, topic: str, msg: Any, t_us: int) -> None:
         raw = self.store.serialize_cdr(msg, msg.__msgtype__)
@@ -117,6 +118,7 @@ class _Recorder:
         elif topic.endswith("/image_raw"):
             stamp = back.header.stamp
             camera = topic.split("/")[3]
+            self.headers.add(camera, stamp.sec, stamp.nanosec, back.header.frame_id, back.is_bigendian)
             self.assembler.add_frame(camera, stamp.sec * 1_000_000 + stamp.nanosec // 1000,
                                      back.encoding, back.width, back.height, back.step, back.data)
 
@@ -204,6 +206,7 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
                      "cameras": {cam: every * spec.decision_us for cam, every in spec.cameras}},
         "contacts": {"total": len(contacts), "harness_faults": 0, "events": contacts},
         "camera_info": rec.infos.summary(),
+        "image_headers": rec.headers.summary(),
         "nodes": {node: {"params": values} for node, values in sorted(params.items())},
         "digests": {"world": world_digest}, "versions": {"simforge_ros": "0.0.0-test"},
         "faults": [], "bag": {"path": "bag", "storage": spec.storage},

@@ -331,5 +331,24 @@ def test_a_camera_info_missing_from_the_bag_is_counted(make_run: MakeRun) -> Non
 
 def test_a_run_recorded_before_camera_info_was_kept_still_verifies(make_run: MakeRun) -> None:
     run = make_run()
-    edit_json(run / "manifest.json", lambda m: m.pop("camera_info"))
+    edit_json(run / "manifest.json", lambda m: (m.pop("camera_info"), m.pop("image_headers")))
     assert verify_run(run).ok
+
+
+@pytest.mark.parametrize(("find", "at", "xor"), [(b"rear\0", 0, 0x20), (b"rgb8\0", 5, 0x01)],
+                         ids=["frame-id", "is-bigendian"])
+def test_a_changed_image_header_is_named(make_run: MakeRun, bag_file_of: Callable[[Path], Path],
+                                         find: bytes, at: int, xor: int) -> None:
+    """An image's frame_id and is_bigendian are in no frame hash: changed in the bag, they
+    passed verify. The manifest keeps each camera's image headers' count and digest."""
+    run = make_run()
+    (item,) = [m for m in read_bag(run / "bag") if m.topic == topics.image_topic("rear") and m.t_ns == 14 * 50_000_000]
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    start = blob.find(item.raw)
+    blob[start + item.raw.index(find) + at] ^= xor
+    path.write_bytes(bytes(blob))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 59, "field": "manifest.image_headers"}, result.detail
+    assert "camera rear: the bag's image headers are not those recorded" in result.detail
+    assert result.steps_checked == 60  # every step record and frame hash itself matched

@@ -15,9 +15,9 @@ from runs import lockstep, manifest_of, simforge, steps_of
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.bag import read_bag
-from simforge_ros.record.camera_info import CameraInfoDigests
 from simforge_ros.record.diff_runs import diff_runs, setup_differences
 from simforge_ros.record.rundir import load_run
+from simforge_ros.record.side_digests import CameraInfoDigests
 from simforge_ros.record.verify import verify_run
 
 pytestmark = pytest.mark.ros

@@ -1,5 +1,6 @@
-"""record.camera_info: what the recorder keeps of each camera's camera_info messages, and
-what verify recomputes from the bag, agree; any changed field value changes it."""
+"""record.side_digests: what the recorder keeps of each camera's camera_info messages and
+image headers, and what verify recomputes from the bag, agree; any changed field value
+changes it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.bag import typestore
-from simforge_ros.record.camera_info import CameraInfoDigests, first_difference
+from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, first_difference
 
 STORE = typestore()
 INFO = "sensor_msgs/msg/CameraInfo"
@@ -76,7 +77,7 @@ def test_any_changed_field_changes_the_digest(change):
         changed.add("front", to_plain(_info(**fields)))
     assert plain.summary()["front"]["messages"] == changed.summary()["front"]["messages"] == 10
     assert plain.summary()["front"]["digest"] != changed.summary()["front"]["digest"]
-    assert "not those recorded" in str(first_difference(plain.summary(), changed.summary()))
+    assert "not those recorded" in str(first_difference(plain.summary(), changed.summary(), "camera_info messages"))
 
 
 def test_first_difference_names_the_camera_and_what_differs():
@@ -85,14 +86,32 @@ def test_first_difference_names_the_camera_and_what_differs():
     two = CameraInfoDigests()
     two.add("front", to_plain(_info(0)))
     two.add("front", to_plain(_info(100_000)))
-    assert first_difference(one.summary(), one.summary()) is None
-    assert first_difference(two.summary(), one.summary()) == (
+    what = "camera_info messages"
+    assert first_difference(one.summary(), one.summary(), what) is None
+    assert first_difference(two.summary(), one.summary(), what) == (
         "camera front: the manifest counts 2 camera_info messages, the bag holds 1")
-    assert first_difference({}, one.summary()).startswith("camera front: the manifest has None")
-    assert first_difference(one.summary(), {}) == (
-        f"camera front: the manifest has {one.summary()['front']!r}, the bag holds no camera_info of it")
+    assert first_difference({}, one.summary(), what).startswith("camera front: the manifest has None")
+    assert first_difference(one.summary(), {}, what) == (
+        f"camera front: the manifest has {one.summary()['front']!r}, the bag holds none of its camera_info messages")
 
 
 def test_a_camera_info_not_in_little_endian_cdr_is_refused_on_the_raw_path():
     with pytest.raises(ValueError, match="little-endian"):
         CameraInfoDigests(STORE.deserialize_cdr).add_raw("front", b"\x00\x00" + _raw(_info(0))[2:])
+
+
+@pytest.mark.parametrize("change", [{"frame_id": "front_optical"}, {"is_bigendian": 1}, {"nanosec": 1}],
+                         ids=["frame-id", "is-bigendian", "stamp"])
+def test_an_image_header_the_frames_chain_leaves_out_changes_its_digest(change):
+    """The frames chain hashes encoding, size, step and pixels; an image's frame_id and
+    is_bigendian (how 16-bit pixels are read) were in no digest."""
+    fields = {"sec": 3, "nanosec": 0, "frame_id": "front", "is_bigendian": 0}
+    plain, changed = ImageHeaderDigests(), ImageHeaderDigests()
+    for k in range(5):
+        plain.add("front", **fields | {"sec": k})
+        changed.add("front", **fields | {"sec": k} | (change if k == 2 else {}))
+    assert plain.summary()["front"]["messages"] == changed.summary()["front"]["messages"] == 5
+    assert plain.summary()["front"]["digest"] != changed.summary()["front"]["digest"]
+    assert first_difference(plain.summary(), changed.summary(), "image headers") == (
+        "camera front: the bag's image headers are not those recorded "
+        f"(digest {changed.summary()['front']['digest'][:16]}, the manifest {plain.summary()['front']['digest'][:16]})")

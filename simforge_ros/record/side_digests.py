@@ -1,0 +1,130 @@
+"""What a run's camera messages hold that no chain does, so `simforge verify` can hold the
+bag to it.
+
+The frames chain hashes each image's encoding, size, row step and pixels; the
+camera_info published with each image, and an image's own frame_id and is_bigendian,
+were in no chain: changed in the bag, they passed verify (a byte-flip fuzz of a
+four-camera bag: 29 of 400 flips went unnoticed in camera_info alone). The recorder now
+keeps, per camera, how many such messages it recorded and a digest of their field values,
+and verify recomputes both from the bag:
+
+- ``camera_info``: every field of each CameraInfo (stamp included);
+- ``image_headers``: each Image's stamp, frame_id and is_bigendian.
+
+A digest is the sum modulo 2**256 of each message's SHA-256 over its canonical field
+values (core.canonical). A sum does not depend on the order the messages came in: a bag
+is read back in log-time order, and a message stamped earlier than the one before it (a
+stale frame's) is recorded after it. The sums stand beside the step and frame chains, not
+in them, so every chain digest stays what it was.
+
+No rclpy here: the recorder and verify both feed it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from simforge_ros.core.canonical import encode, to_plain
+from simforge_ros.record.image_cdr import leading_stamp_ns
+
+_MOD = 1 << 256
+_CACHE_MAX = 256  # distinct camera_info contents remembered (a camera's rarely changes)
+
+
+class OrderFreeDigests:
+    """Per camera: the messages noted and the sum of their SHA-256 digests."""
+
+    def __init__(self) -> None:
+        self._sums: dict[str, int] = {}
+        self._counts: dict[str, int] = {}
+
+    def note(self, camera: str, item: bytes) -> None:
+        """One message, as the canonical bytes of what is kept of it."""
+        digest = int.from_bytes(hashlib.sha256(item).digest(), "big")
+        self._sums[camera] = (self._sums.get(camera, 0) + digest) % _MOD
+        self._counts[camera] = self._counts.get(camera, 0) + 1
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        """{camera: {"messages": n, "digest": 64 hex digits}}, cameras sorted."""
+        return {
+            camera: {"messages": self._counts[camera], "digest": self._sums[camera].to_bytes(32, "big").hex()}
+            for camera in sorted(self._counts)
+        }
+
+
+def split_stamp(plain: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
+    """(sec, nanosec, the rest): a plain message with its header's stamp taken out."""
+    header = dict(plain["header"])
+    stamp = header.pop("stamp")
+    rest = dict(plain)
+    rest["header"] = header
+    return int(stamp["sec"]), int(stamp["nanosec"]), rest
+
+
+class CameraInfoDigests(OrderFreeDigests):
+    """Every field of each camera's CameraInfo messages.
+
+    ``deserialize(raw)`` turns a serialised CameraInfo into a message ``to_plain`` takes;
+    ``add_raw`` needs it only for contents not seen before (the bytes after the stamp key
+    a cache, so a camera whose info never changes is deserialised once).
+    """
+
+    def __init__(self, deserialize: Callable[[bytes], Any] | None = None) -> None:
+        super().__init__()
+        self._deserialize = deserialize
+        self._rest: dict[bytes, bytes] = {}  # CDR after the stamp -> canonical bytes of the rest
+
+    def add(self, camera: str, plain: Mapping[str, Any]) -> None:
+        """A camera_info message as plain field values (how verify reads the bag)."""
+        sec, nanosec, rest = split_stamp(plain)
+        self.note(camera, encode([sec, nanosec]) + encode(rest))
+
+    def add_raw(self, camera: str, raw: bytes | memoryview) -> None:
+        """A camera_info as received (little-endian CDR; how the recorder takes it).
+
+        Raises:
+            ValueError: not little-endian CDR holding a stamp (deserialise it, use ``add``).
+        """
+        stamp_ns = leading_stamp_ns(raw)
+        if stamp_ns is None:
+            raise ValueError("a camera_info that is not little-endian CDR: pass it to add()")
+        key = bytes(raw[:2]) + bytes(raw[12:])  # encapsulation, then all that follows the stamp
+        rest_bytes = self._rest.get(key)
+        if rest_bytes is None:
+            if self._deserialize is None:
+                raise ValueError("CameraInfoDigests.add_raw needs a deserialize function")
+            plain = to_plain(self._deserialize(bytes(raw)))
+            assert isinstance(plain, dict)  # a message flattens to a dict
+            rest_bytes = encode(split_stamp(plain)[2])
+            if len(self._rest) >= _CACHE_MAX:
+                self._rest.clear()
+            self._rest[key] = rest_bytes
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        self.note(camera, encode([sec, nanosec]) + rest_bytes)
+
+
+class ImageHeaderDigests(OrderFreeDigests):
+    """What of each Image the frames chain leaves out: its stamp, frame_id, is_bigendian."""
+
+    def add(self, camera: str, sec: int, nanosec: int, frame_id: str, is_bigendian: int) -> None:
+        self.note(camera, encode([int(sec), int(nanosec), str(frame_id), int(is_bigendian)]))
+
+
+def first_difference(recorded: Mapping[str, Any], replayed: Mapping[str, Any], what: str) -> str | None:
+    """What first differs between two summaries (the manifest's, the bag's) of ``what``
+    (e.g. "camera_info messages"), or None."""
+    for camera in sorted(set(recorded) | set(replayed)):
+        want, got = recorded.get(camera), replayed.get(camera)
+        if want == got:
+            continue
+        if not isinstance(want, Mapping) or got is None:
+            return (f"camera {camera}: the manifest has {want!r}, the bag "
+                    f"{'holds none of its ' + what if got is None else repr(got)}")
+        if want.get("messages") != got["messages"]:
+            return (f"camera {camera}: the manifest counts {want.get('messages')!r} {what}, "
+                    f"the bag holds {got['messages']}")
+        return (f"camera {camera}: the bag's {what} are not those recorded "
+                f"(digest {got['digest'][:16]}, the manifest {str(want.get('digest'))[:16]})")
+    return None
