@@ -31,7 +31,7 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
-from simforge_ros.record.mcap_check import bag_problem
+from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import load_run
 from simforge_ros.tools import parse, say
 

@@ -14,7 +14,8 @@ import json
 import re
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -26,7 +27,7 @@ from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
-from simforge_ros.record.mcap_check import bag_problem
+from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, first_difference
 from simforge_ros.tools import parse, say
@@ -210,15 +211,21 @@ def _reported(records: Iterator[dict[str, Any]], total: int,
 
 def _record_mismatch(run: RunDir, replay: Replay,
                      progress: Callable[[int, int], None] | None = None) -> tuple[int, str, str] | None:
-    """The first step where the bag and steps.jsonl disagree; reads the bag to its end."""
+    """The first step where the bag and steps.jsonl disagree; reads the bag to its end.
+
+    The wall-clock readings each record keeps apart (``wall``) are in no digest and two
+    runs never share them, so diff_steps passes over them; the bag and steps.jsonl of one
+    run must still hold the same ones (the manifest's wall summary is made of them).
+    """
     records = replay.records()
     if progress is not None:
         records = _reported(records, len(run.steps), progress)
-    result = diff_steps(records, run.steps)
+    walls = _WallCheck()
+    result = diff_steps(walls.bag_side(records), walls.file_side(run.steps))
     for _ in records:  # the rest of the bag: its chains and /clock are checked too
         pass
-    if result.identical:
-        return None
+    if result.identical or (walls.first is not None and walls.first[0] < int(result.step or 0)):
+        return walls.first
     step = int(result.step or 0)
     if result.first == "steps":
         detail = f"the bag gives {result.a} complete steps, {STEPS} holds {result.b}"
@@ -227,6 +234,38 @@ def _record_mismatch(run: RunDir, replay: Replay,
         return _mismatch(step, "steps", detail)
     field = str(result.field)
     return _mismatch(step, field, f"bag {_fmt(result.a)} vs {STEPS} {_fmt(result.b)}")
+
+
+class _WallCheck:
+    """Pairs the bag's and steps.jsonl's records as diff_steps reads them (the bag's first)
+    and keeps the first step whose ``wall`` readings differ."""
+
+    def __init__(self) -> None:
+        self._bag: deque[Any] = deque()
+        self.first: tuple[int, str, str] | None = None
+
+    def bag_side(self, records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        for record in records:
+            self._bag.append(record.get("wall", MISSING))
+            yield record
+
+    def file_side(self, records: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
+        for index, record in enumerate(records):
+            bag = self._bag.popleft() if self._bag else MISSING
+            kept = record.get("wall", MISSING)
+            if self.first is None and bag is not MISSING and bag != kept:
+                self.first = _wall_mismatch(int(record.get("step", index)), bag, kept)
+            yield record
+
+
+def _wall_mismatch(step: int, bag: Any, kept: Any) -> tuple[int, str, str]:
+    """Name the first wall-clock reading that differs (or the whole ``wall``)."""
+    if isinstance(bag, Mapping) and isinstance(kept, Mapping):
+        for key in sorted(set(bag) | set(kept)):
+            if bag.get(key, MISSING) != kept.get(key, MISSING):
+                return _mismatch(step, f"wall.{key}",
+                                 f"bag {_fmt(bag.get(key, MISSING))} vs {STEPS} {_fmt(kept.get(key, MISSING))}")
+    return _mismatch(step, "wall", f"bag {_fmt(bag)} vs {STEPS} {_fmt(kept)}")
 
 
 def _clock_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
@@ -258,8 +297,9 @@ def _log_time_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
 
 
 def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
-    """Each topic's message definition embedded in the bag must be the one its type has
-    here: `ros2 bag play`, Foxglove and rosbags decode a bag by those, not by ours."""
+    """Each topic's message definition embedded in the bag, and its type hash (RIHS01, by
+    which ROS 2 matches a type across nodes), must be the ones its type has here: `ros2 bag
+    play`, Foxglove and rosbags decode a bag by those, not by ours."""
     store = typestore()
     for conn in bag_connections(bag_path):
         if conn.msgtype not in store.types:
@@ -268,12 +308,15 @@ def _schema_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
         if embedded != store.generate_msgdef(conn.msgtype, ros_version=2)[0]:
             return _mismatch(0, "schema", f"the message definition embedded for {conn.topic} "
                                           f"({conn.msgtype}) is not that of the type")
+        if conn.digest and conn.digest != store.hash_rihs01(conn.msgtype):
+            return _mismatch(0, "schema", f"the type hash recorded for {conn.topic} ({conn.msgtype}) is "
+                                          f"{conn.digest}, the type's is {store.hash_rihs01(conn.msgtype)}")
     return None
 
 
 def _structure_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
     """The MCAP files' own bookkeeping, which `ros2 bag play` and other readers go by, must
-    match the messages (record.mcap_check)."""
+    match the messages (record.bag_structure)."""
     problem = bag_problem(bag_path)
     return None if problem is None else _mismatch(0, "bag_structure", problem)
 
@@ -329,8 +372,7 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     """
     run = load_run(Path(run_dir))
     replay = Replay(run.bag_path, len(run.steps))
-    # first: bookkeeping that does not match can make rosbags read the bag wrong, or not at
-    # all, and is then the cause of what follows (it wins a tie at the same step below)
+    # first: bookkeeping that does not match can make rosbags read the bag wrong, or not at all
     structure = _structure_mismatch(run.bag_path)
     try:
         record = _record_mismatch(run, replay, progress)
@@ -340,7 +382,9 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
         raise BagError(f"{err}; {structure[2]}") from err  # unreadable, and what in it says why
     clock = _clock_mismatch(run, replay)
     logged = _log_time_mismatch(run, replay)
-    found = [m for m in (structure, record, clock, logged, _schema_mismatch(run.bag_path)) if m is not None]
+    # the bag's own bookkeeping and types first: a reader goes by them, so at the same step
+    # they are the cause of what differs after them
+    found = [m for m in (structure, _schema_mismatch(run.bag_path), record, clock, logged) if m is not None]
     first = min(found, key=lambda m: m[0]) if found else _manifest_mismatch(run, replay)
     matched = len(run.steps) if record is None else record[0]
     if first is None:

@@ -352,3 +352,45 @@ def test_a_changed_image_header_is_named(make_run: MakeRun, bag_file_of: Callabl
     assert result.first_mismatch == {"step": 59, "field": "manifest.image_headers"}, result.detail
     assert "camera rear: the bag's image headers are not those recorded" in result.detail
     assert result.steps_checked == 60  # every step record and frame hash itself matched
+
+
+def test_an_edited_wall_clock_reading_is_named(make_run: MakeRun) -> None:
+    """Wall-clock readings are in no digest, and diff passes over them between two runs;
+    the bag and steps.jsonl of one run must still agree on them (the manifest's wall
+    summary is made of them), and an edit of either passed verify."""
+    run = make_run()
+    edit_step(run, 23, lambda r: r["wall"].update(wall_step_ns=r["wall"]["wall_step_ns"] + 1))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 23, "field": "wall.wall_step_ns"}
+    assert result.steps_checked == 23  # the records before it matched, wall readings included
+
+
+def test_a_changed_wall_clock_reading_in_the_bag_is_named(make_run: MakeRun,
+                                                          bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run()
+    (item,) = [m for m in read_bag(run / "bag") if m.topic == topics.TIMING and m.msg.step == 31]
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    at = blob.find(item.raw)
+    blob[at + item.raw.index(struct.pack("<q", item.msg.wall_driver_ns))] ^= 0x01
+    path.write_bytes(bytes(blob))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 31, "field": "wall.wall_driver_ns"}
+    assert result.detail == (f"field wall.wall_driver_ns: bag {item.msg.wall_driver_ns ^ 1} vs steps.jsonl "
+                             f"{item.msg.wall_driver_ns}")
+
+
+def test_a_changed_type_hash_is_named(make_run: MakeRun, bag_file_of: Callable[[Path], Path]) -> None:
+    """ROS 2 matches a type across nodes by its hash (RIHS01): a bag that says another hash
+    for a type everywhere it says one (metadata.yaml, the MCAP file) passed verify."""
+    run = make_run()
+    right = typestore().hash_rihs01("simforge_ros/msg/VehicleState")
+    wrong = right[:-1] + ("0" if right[-1] != "0" else "1")
+    for path in (bag_file_of(run), run / "bag" / "metadata.yaml"):
+        blob = path.read_bytes()
+        assert right.encode() in blob
+        path.write_bytes(blob.replace(right.encode(), wrong.encode()))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "schema"}, result.detail
+    assert result.detail == (f"field schema: the type hash recorded for {topics.STATE} "
+                             f"(simforge_ros/msg/VehicleState) is {wrong}, the type's is {right}")

@@ -1,10 +1,11 @@
-"""record.mcap_check: the bookkeeping other readers of a bag go by (message and chunk
+"""record.bag_structure: the bookkeeping other readers of a bag go by (message and chunk
 indexes, the schema and channel records each chunk repeats, statistics, summary offsets,
 the rosbag2 metadata record) is held to the messages, and `simforge verify` names the
 first piece that does not match as ``bag_structure``."""
 
 from __future__ import annotations
 
+import sqlite3
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simforge_ros.record.bag import BagError
-from simforge_ros.record.mcap_check import mcap_problem
+from simforge_ros import topics
+from simforge_ros.record.bag import BagError, read_bag, typestore
+from simforge_ros.record.bag_structure import mcap_problem, sqlite_problem
 from simforge_ros.record.verify import verify_run
 
 MakeRun = Callable[..., Path]
@@ -130,8 +132,42 @@ def test_a_record_running_past_the_end_is_named(make_run: MakeRun, bag_file_of: 
     assert problem is not None and "runs past the end of the file" in problem
 
 
-def test_a_sqlite3_bag_is_not_walked(make_run: MakeRun) -> None:
-    assert verify_run(make_run(storage="sqlite3")).ok
+def test_a_recorded_sqlite3_bag_has_nothing_to_name(make_run: MakeRun, bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run(storage="sqlite3")
+    assert sqlite_problem(bag_file_of(run), bag_info(run)) is None
+    assert verify_run(run).ok
+
+
+def test_a_sqlite3_row_its_index_does_not_list_is_named(make_run: MakeRun,
+                                                       bag_file_of: Callable[[Path], Path]) -> None:
+    """A row whose timestamp no longer matches the timestamp index: rosbags, which reads
+    through that index, still read it as it was, so verify passed (1 of 300 flips)."""
+    run = make_run(storage="sqlite3")
+    (item,) = [m for m in read_bag(run / "bag") if m.topic == topics.STATE and m.msg.step == 14]
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    at = blob.find(item.raw)
+    assert at > 0 and blob.find(item.raw, at + 1) < 0
+    assert struct.unpack(">I", blob[at - 4:at])[0] == item.t_ns  # the row's timestamp, right before its data
+    blob[at - 1] ^= 0x01
+    path.write_bytes(bytes(blob))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "bag_structure"}, result.detail
+    assert "bag.db3: SQLite's integrity check: " in result.detail and "missing from index" in result.detail
+
+
+def test_a_sqlite3_metadata_table_that_is_not_metadata_yaml_is_named(make_run: MakeRun,
+                                                                    bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run(storage="sqlite3")
+    con = sqlite3.connect(bag_file_of(run))
+    with con:
+        changed = con.execute("UPDATE metadata SET metadata = replace(metadata, 'ros_distro: rosbags', "
+                              "'ros_distro: rosbagz')").rowcount
+    con.close()
+    assert changed == 1
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "bag_structure"}
+    assert result.detail == "field bag_structure: bag.db3: its metadata table is not the bag's metadata.yaml"
 
 
 def test_a_chunk_whose_message_index_is_gone_is_named(make_run: MakeRun,
@@ -145,3 +181,17 @@ def test_a_chunk_whose_message_index_is_gone_is_named(make_run: MakeRun,
 
     problem = edit(run, bag_file_of(run), drop_one_index)
     assert problem is not None and "has no message index for channel" in problem, problem
+
+
+def test_a_sqlite3_type_hash_its_two_tables_disagree_on_is_named(make_run: MakeRun,
+                                                                 bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run(storage="sqlite3")
+    con = sqlite3.connect(bag_file_of(run))
+    with con:
+        con.execute("UPDATE message_definitions SET type_description_hash = 'RIHS01_' || printf('%064d', 0) "
+                    "WHERE topic_type = 'sensor_msgs/msg/CameraInfo'")
+    con.close()
+    problem = sqlite_problem(bag_file_of(run), bag_info(run))
+    assert problem == ("bag.db3: the message definitions table hashes sensor_msgs/msg/CameraInfo "
+                       f"RIHS01_{'0' * 64}, its topics table {typestore().hash_rihs01('sensor_msgs/msg/CameraInfo')}")
+    assert verify_run(run).first_mismatch == {"step": 0, "field": "bag_structure"}
