@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from runs import lockstep, simforge
 
 from simforge_ros.record.diff_runs import setup_differences
@@ -56,3 +57,26 @@ def test_an_edited_parameter_file_does_not_repeat_and_says_where_and_why(tmp_pat
     assert text.returncode == 1
     assert "did not repeat: first difference at step 0" in text.stdout
     assert text.stdout.rstrip().endswith("set up differently: seed (0 vs 1)")
+
+
+def test_a_rerun_whose_pixels_differ_did_not_repeat(tmp_path):
+    """The step chain holds no pixel: a rerun that drew one pixel otherwise repeated every
+    step digest and was said to repeat bit for bit. The frames chain is compared too. (A
+    pixel flipped in the kept run, then taken out of its parameter file, stands in for a
+    renderer that did not draw the same twice.)"""
+    kept = lockstep(tmp_path / "runs", steps=20, layout="single", sets={"sim_bridge": {"cameras": ["front"]}},
+                    faults=("flip_pixel=front@7",))
+    params = Path(kept.run_dir) / "params.yaml"
+    values = yaml.safe_load(params.read_text())
+    taken = 0
+    for node in values.values():
+        faults = node["ros__parameters"].get("faults")
+        if faults and "flip_pixel=front@7" in faults:
+            node["ros__parameters"]["faults"] = [f for f in faults if f != "flip_pixel=front@7"]
+            taken += 1
+    assert taken
+    params.write_text(yaml.safe_dump(values))
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert out["rerun"]["chain_digest"] == kept.chain_digest and out["rerun"]["status"] == "counted"
+    assert code == 1 and out["repeated"] is False
+    assert out["diff"]["step"] == 7 and out["diff"]["first"] == "frames"
