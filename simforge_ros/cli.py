@@ -37,7 +37,7 @@ from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
 
-_RUN_FIELDS = "run_id, scenario, steps, chain_digest, status, refusal, run_dir"
+_RUN_FIELDS = "run_id, scenario, steps, chain_digest, frames_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
 
 
@@ -211,7 +211,9 @@ def _run(args: argparse.Namespace) -> int:
         else:
             refusal = result.refusal
             status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
-            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}  {status}", flush=True)
+            frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
+            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}{frames}  {status}",
+                  flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)
         if result.refusal is not None and result.refusal.get("code") == "aborted":

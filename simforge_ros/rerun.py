@@ -13,7 +13,6 @@ same chain: the failure reproduces.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import secrets
 import sys
@@ -93,15 +92,15 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     )
 
 
-def repeated(kept: RunDir, rerun: RunResult, rerun_manifest: Mapping[str, Any] | None = None) -> bool:
+def repeated(kept: RunDir, rerun: RunResult, recorded: bool = True) -> bool:
     """The same outcome over the same chains: status, refusal code and step, steps, the
-    step chain's digest and, when the rerun was recorded (``rerun_manifest``), the frames
-    chain's: the step chain holds no pixel, so a renderer that drew one pixel otherwise
-    repeated every step digest."""
+    step chain's digest and, when the rerun was ``recorded``, the frames chain's: the step
+    chain holds no pixel, so a renderer that drew one pixel otherwise repeated every step
+    digest."""
     manifest = kept.manifest
     kept_refusal = manifest.get("refusal") or {}
     rerun_refusal = rerun.refusal or {}
-    frames_same = rerun_manifest is None or rerun_manifest.get("frames_digest") == manifest.get("frames_digest")
+    frames_same = not recorded or rerun.frames_digest == manifest.get("frames_digest")
     return (rerun.status == manifest["status"] and rerun.steps == manifest["steps"]
             and rerun.chain_digest == manifest["chain_digest"] and frames_same
             and (kept_refusal.get("code"), kept_refusal.get("step")) == (rerun_refusal.get("code"),
@@ -144,11 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback
         say("rerun", err)
         return EXIT_USAGE
-    rerun_manifest = None
-    if spec.record and result.run_dir:
-        with contextlib.suppress(SimforgeError):  # no manifest: the outcome alone is compared
-            rerun_manifest = load_run(Path(result.run_dir)).manifest
-    same = repeated(kept, result, rerun_manifest)
+    same = repeated(kept, result, spec.record)
     diff = setup = None
     if not same:
         try:

@@ -84,6 +84,9 @@ class RunResult:
     run_dir: str
     exit_code: int
     wall: dict[str, Any] | None = None  # the clock master's loop timing summary (benchmarks)
+    # the recorder's frames chain (None: no frame, or nothing recorded): the step chain
+    # holds no pixel, so two runs repeat bit for bit only if both digests do
+    frames_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
@@ -210,6 +213,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
         run_dir=str(spec.out_dir),
         exit_code=exit_code if status == "refused" else 0,
         wall=outcome.get("wall"),
+        frames_digest=manifest.get("frames_digest") if manifest else None,
     )
 
 

@@ -219,9 +219,16 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     ok = simforge("run", "right_turn", "--steps", "8", "--layout", "single", "--repeat", "2", "--json",
                   "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    rows = [__import__("json").loads(line) for line in ok.stdout.splitlines()]
+    rows = [json.loads(line) for line in ok.stdout.splitlines()]
     assert len(rows) == 2 and rows[0]["chain_digest"] == rows[1]["chain_digest"]
-    assert {"run_id", "scenario", "steps", "chain_digest", "status", "refusal", "run_dir"} <= set(rows[0])
+    keys = {"run_id", "scenario", "steps", "chain_digest", "frames_digest", "status", "refusal", "run_dir"}
+    assert keys <= set(rows[0])
+    # the step chain holds no pixel: the frames chain is shown beside it, as the manifest has it
+    manifest = json.loads((Path(rows[0]["run_dir"]) / "manifest.json").read_text())
+    assert rows[0]["frames_digest"] == rows[1]["frames_digest"] == manifest["frames_digest"] is not None
+    text = simforge("run", "right_turn", "--steps", "8", "--layout", "single", "--out", str(tmp_path / "runs"),
+                    cwd=tmp_path)
+    assert f"chain={rows[0]['chain_digest'][:16]}  frames={rows[0]['frames_digest'][:16]}  counted" in text.stdout
     refused = simforge("run", "right_turn", "--steps", "8", "--layout", "single", "--inject", "drop_frame@3",
                        "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert refused.returncode == 12
