@@ -34,12 +34,13 @@ import yaml
 
 from simforge_ros.record.bag import BagError
 
+# the MCAP format's magic, record opcodes and integers (salvage reads MCAP with them too)
 MAGIC = b"\x89MCAP0\r\n"
-_OP_HEADER, _OP_FOOTER, _OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
-_OP_MESSAGE_INDEX, _OP_CHUNK_INDEX, _OP_ATTACHMENT, _OP_ATTACHMENT_INDEX = 0x07, 0x08, 0x09, 0x0A
-_OP_STATISTICS, _OP_METADATA, _OP_METADATA_INDEX, _OP_SUMMARY_OFFSET, _OP_DATA_END = 0x0B, 0x0C, 0x0D, 0x0E, 0x0F
+OP_HEADER, OP_FOOTER, OP_SCHEMA, OP_CHANNEL, OP_MESSAGE, OP_CHUNK = 0x01, 0x02, 0x03, 0x04, 0x05, 0x06
+OP_MESSAGE_INDEX, OP_CHUNK_INDEX, OP_ATTACHMENT, OP_ATTACHMENT_INDEX = 0x07, 0x08, 0x09, 0x0A
+OP_STATISTICS, OP_METADATA, OP_METADATA_INDEX, OP_SUMMARY_OFFSET, OP_DATA_END = 0x0B, 0x0C, 0x0D, 0x0E, 0x0F
 _RECORD = struct.Struct("<BQ")
-_U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
+U16, U32, U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
 _MESSAGE_HEAD = struct.Struct("<HIQQ")  # channel, sequence, log time, publish time
 _CHUNK_HEAD = struct.Struct("<QQQI")  # message start, end, uncompressed size, crc
 
@@ -194,42 +195,42 @@ def _check(file: IO[bytes], total: int, name: str, bag_info: Mapping[str, Any] |
         end = pos + _RECORD.size + length
         if end > total - len(MAGIC):
             raise McapProblem(f"{name}: the record at byte {pos} (opcode {op:#04x}) runs past the end of the file")
-        if op in (_OP_CHUNK, _OP_DATA_END) and last_chunk is not None:
+        if op in (OP_CHUNK, OP_DATA_END) and last_chunk is not None:
             _close_chunk(name, last_chunk)
-        if op == _OP_DATA_END:
+        if op == OP_DATA_END:
             in_summary = True
-        elif in_summary and op in (_OP_SCHEMA, _OP_CHANNEL, _OP_CHUNK_INDEX, _OP_ATTACHMENT_INDEX,
-                                   _OP_METADATA_INDEX, _OP_STATISTICS, _OP_SUMMARY_OFFSET):
+        elif in_summary and op in (OP_SCHEMA, OP_CHANNEL, OP_CHUNK_INDEX, OP_ATTACHMENT_INDEX,
+                                   OP_METADATA_INDEX, OP_STATISTICS, OP_SUMMARY_OFFSET):
             if summary_start is None:
                 summary_start = pos
             if found.groups and found.groups[-1][0] == op:  # the group goes on
                 found.groups[-1] = (op, found.groups[-1][1], end - found.groups[-1][1])
             else:
                 found.groups.append((op, pos, end - pos))
-        if op == _OP_CHUNK:
+        if op == OP_CHUNK:
             last_chunk = _read_chunk(file, name, pos, length, found)
             found.chunks.append(last_chunk)
-        elif op == _OP_MESSAGE_INDEX and not in_summary:
+        elif op == OP_MESSAGE_INDEX and not in_summary:
             _check_message_index(file.read(length), name, pos, last_chunk)
-        elif op in (_OP_SCHEMA, _OP_CHANNEL):
+        elif op in (OP_SCHEMA, OP_CHANNEL):
             body = file.read(length)
             _note_definition(found, name, op, body, "the summary" if in_summary else f"byte {pos}")
-        elif op == _OP_METADATA:
+        elif op == OP_METADATA:
             body = file.read(length)
-            (n,) = _U32.unpack_from(body, 0)
+            (n,) = U32.unpack_from(body, 0)
             found.metadata[body[4:4 + n].decode("utf-8")] = (pos, end - pos, body)
-        elif op == _OP_ATTACHMENT:
+        elif op == OP_ATTACHMENT:
             found.attachments += 1
             file.seek(end)
-        elif op == _OP_STATISTICS:
+        elif op == OP_STATISTICS:
             statistics = file.read(length)
-        elif op == _OP_CHUNK_INDEX:
+        elif op == OP_CHUNK_INDEX:
             chunk_indexes.append(file.read(length))
-        elif op == _OP_METADATA_INDEX:
+        elif op == OP_METADATA_INDEX:
             metadata_indexes.append(file.read(length))
-        elif op == _OP_SUMMARY_OFFSET:
+        elif op == OP_SUMMARY_OFFSET:
             summary_offsets.append(struct.unpack_from("<BQQ", file.read(length)))
-        elif op == _OP_FOOTER:
+        elif op == OP_FOOTER:
             footer = struct.unpack_from("<QQI", file.read(length))
         else:
             file.seek(end)
@@ -250,9 +251,9 @@ def _check(file: IO[bytes], total: int, name: str, bag_info: Mapping[str, Any] |
 def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found) -> _Chunk:
     """Walk one chunk's records (message data skipped) from just after its record header."""
     start_time, end_time, uncompressed_size, _crc = _CHUNK_HEAD.unpack(file.read(_CHUNK_HEAD.size))
-    (n,) = _U32.unpack(file.read(4))
+    (n,) = U32.unpack(file.read(4))
     compression = file.read(n).decode("utf-8")
-    (records_length,) = _U64.unpack(file.read(8))
+    (records_length,) = U64.unpack(file.read(8))
     records_at = file.tell()
     chunk = _Chunk(pos, _RECORD.size + length, start_time, end_time, compression, records_length, uncompressed_size)
     if records_at + records_length != pos + _RECORD.size + length:
@@ -269,9 +270,9 @@ def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found
         op, rec_length = _RECORD.unpack(file.read(_RECORD.size))
         if offset + _RECORD.size + rec_length > records_length:
             raise McapProblem(f"{name}: a record in the chunk at byte {pos} runs past the chunk's end")
-        if op == _OP_MESSAGE:
+        if op == OP_MESSAGE:
             channel, _seq, log_time, _publish = _MESSAGE_HEAD.unpack(file.read(_MESSAGE_HEAD.size))
-            if (_OP_CHANNEL, channel) not in found.definitions:
+            if (OP_CHANNEL, channel) not in found.definitions:
                 raise McapProblem(f"{name}: a message in the chunk at byte {pos} on channel {channel}, "
                                   "which no channel record before it names")
             chunk.messages.setdefault(channel, []).append((log_time, offset))
@@ -279,7 +280,7 @@ def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found
             found.note_time(log_time)
             times.append(log_time)
             file.seek(rec_length - _MESSAGE_HEAD.size, 1)
-        elif op in (_OP_SCHEMA, _OP_CHANNEL):
+        elif op in (OP_SCHEMA, OP_CHANNEL):
             _note_definition(found, name, op, file.read(rec_length), f"the chunk at byte {pos}")
         else:
             file.seek(rec_length, 1)
@@ -303,13 +304,13 @@ def _close_chunk(name: str, chunk: _Chunk) -> None:
 
 def _note_definition(found: _Found, name: str, op: int, body: bytes, where: str) -> None:
     """A schema or channel record: each copy of one id must be the same record."""
-    (record_id,) = _U16.unpack_from(body, 0)
-    kind = "schema" if op == _OP_SCHEMA else "channel"
+    (record_id,) = U16.unpack_from(body, 0)
+    kind = "schema" if op == OP_SCHEMA else "channel"
     known = found.definitions.get((op, record_id))
     if known is None:
         found.definitions[(op, record_id)] = (body, where)
-        if op == _OP_CHANNEL:
-            (n,) = _U32.unpack_from(body, 4)
+        if op == OP_CHANNEL:
+            (n,) = U32.unpack_from(body, 4)
             found.topics[record_id] = body[8:8 + n].decode("utf-8", errors="replace")
     elif known[0] != body:
         raise McapProblem(f"{name}: {kind} record {record_id}: its copy in {where} differs from the one in {known[1]}")
@@ -317,7 +318,7 @@ def _note_definition(found: _Found, name: str, op: int, body: bytes, where: str)
 
 def _check_message_index(body: bytes, name: str, pos: int, chunk: _Chunk | None) -> None:
     """A message index after a chunk: exactly that chunk's (log time, offset) of its channel."""
-    channel, n = _U16.unpack_from(body, 0)[0], _U32.unpack_from(body, 2)[0]
+    channel, n = U16.unpack_from(body, 0)[0], U32.unpack_from(body, 2)[0]
     if chunk is None:
         raise McapProblem(f"{name}: a message index at byte {pos} follows no chunk")
     entries = sorted(struct.iter_unpack("<QQ", body[6:6 + n]))
@@ -331,8 +332,8 @@ def _check_message_index(body: bytes, name: str, pos: int, chunk: _Chunk | None)
 def _check_footer(name: str, footer: tuple[int, int, int], summary_start: int | None, found: _Found,
                   summary_offsets: list[tuple[int, int, int]]) -> None:
     start, offsets_start, _crc = footer
-    groups = [g for g in found.groups if g[0] != _OP_SUMMARY_OFFSET]
-    offset_group = next((g for g in found.groups if g[0] == _OP_SUMMARY_OFFSET), None)
+    groups = [g for g in found.groups if g[0] != OP_SUMMARY_OFFSET]
+    offset_group = next((g for g in found.groups if g[0] == OP_SUMMARY_OFFSET), None)
     if start != (summary_start or 0):
         raise McapProblem(f"{name}: the footer puts the summary at byte {start}, it starts at byte {summary_start}")
     if offsets_start != (offset_group[1] if offset_group else 0):
@@ -350,8 +351,8 @@ def _check_chunk_indexes(name: str, indexes: list[bytes], found: _Found) -> None
         pos = 36
         offsets = dict(struct.iter_unpack("<HQ", body[pos:pos + n]))
         pos += n
-        (index_length,) = _U64.unpack_from(body, pos)
-        (k,) = _U32.unpack_from(body, pos + 8)
+        (index_length,) = U64.unpack_from(body, pos)
+        (k,) = U32.unpack_from(body, pos + 8)
         compression = body[pos + 12:pos + 12 + k].decode("utf-8")
         compressed, uncompressed = struct.unpack_from("<QQ", body, pos + 12 + k)
         chunk = by_offset.get(offset)
@@ -378,8 +379,8 @@ def _check_statistics(name: str, body: bytes, found: _Found) -> None:
     counts = dict(struct.iter_unpack("<HQ", body[46:46 + n]))
     actual = {
         "message_count": (messages, sum(found.counts.values())),
-        "schema_count": (schemas, sum(1 for op, _ in found.definitions if op == _OP_SCHEMA)),
-        "channel_count": (channels, sum(1 for op, _ in found.definitions if op == _OP_CHANNEL)),
+        "schema_count": (schemas, sum(1 for op, _ in found.definitions if op == OP_SCHEMA)),
+        "channel_count": (channels, sum(1 for op, _ in found.definitions if op == OP_CHANNEL)),
         "attachment_count": (attachments, found.attachments),
         "metadata_count": (metadata, len(found.metadata)),
         "chunk_count": (chunks, len(found.chunks)),
@@ -407,14 +408,14 @@ def _check_metadata(name: str, indexes: list[bytes], found: _Found, bag_info: Ma
     if bag_info is None or record is None:
         return
     body = record[2]
-    pos = 4 + _U32.unpack_from(body, 0)[0] + 4  # name, then the map's byte length
+    pos = 4 + U32.unpack_from(body, 0)[0] + 4  # name, then the map's byte length
     entries: dict[str, str] = {}
-    end = pos + _U32.unpack_from(body, pos - 4)[0]
+    end = pos + U32.unpack_from(body, pos - 4)[0]
     while pos < end:
-        (k,) = _U32.unpack_from(body, pos)
+        (k,) = U32.unpack_from(body, pos)
         key = body[pos + 4:pos + 4 + k].decode("utf-8")
         pos += 4 + k
-        (v,) = _U32.unpack_from(body, pos)
+        (v,) = U32.unpack_from(body, pos)
         entries[key] = body[pos + 4:pos + 4 + v].decode("utf-8")
         pos += 4 + v
     try:

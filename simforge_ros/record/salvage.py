@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,13 +32,10 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
+from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
+from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, iter_kept_steps, step_records_of
 from simforge_ros.tools import parse, say
-
-MCAP_MAGIC = b"\x89MCAP0\r\n"
-_U16, _U32, _U64 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<Q")
-_OP_SCHEMA, _OP_CHANNEL, _OP_MESSAGE, _OP_CHUNK = 0x03, 0x04, 0x05, 0x06
-
 
 _WHENEVER = frozenset((topics.STATUS, topics.NODE_PARAMS))
 """Topics stamped with whatever time the run had reached, not a step's: always kept."""
@@ -108,11 +104,11 @@ class McapPrefix:
                 if len(header) < 9:
                     break
                 op = header[0]
-                (length,) = _U64.unpack_from(header, 1)
+                (length,) = U64.unpack_from(header, 1)
                 end = pos + 9 + length
                 if end > total:
                     break  # the record the writer was in the middle of
-                if op != _OP_CHUNK:
+                if op != OP_CHUNK:
                     pos = file.seek(end)
                     continue
                 data = file.read(length)
@@ -122,7 +118,7 @@ class McapPrefix:
                 compression, body = _string(data, body)
                 if compression:
                     raise BagError(f"{path}: a {compression} chunk; only uncompressed chunks can be salvaged")
-                (records_len,) = _U64.unpack_from(data, body)
+                (records_len,) = U64.unpack_from(data, body)
                 for message in _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels, path):
                     count += 1
                     yield message
@@ -134,7 +130,7 @@ class McapPrefix:
 
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
-    (n,) = _U32.unpack_from(buf, pos)
+    (n,) = U32.unpack_from(buf, pos)
     return buf[pos + 4:pos + 4 + n].decode("utf-8"), pos + 4 + n
 
 
@@ -152,20 +148,20 @@ def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
                    channels: dict[int, tuple[str, str]], path: Path) -> Iterator[Message]:
     while pos < end:
         op = data[pos]
-        (length,) = _U64.unpack_from(data, pos + 1)
+        (length,) = U64.unpack_from(data, pos + 1)
         body, nxt = pos + 9, pos + 9 + length
-        if op == _OP_SCHEMA:
-            (schema_id,) = _U16.unpack_from(data, body)
+        if op == OP_SCHEMA:
+            (schema_id,) = U16.unpack_from(data, body)
             schemas[schema_id], _ = _string(data, body + 2)
-        elif op == _OP_CHANNEL:
-            channel_id, schema_id = _U16.unpack_from(data, body)[0], _U16.unpack_from(data, body + 2)[0]
+        elif op == OP_CHANNEL:
+            channel_id, schema_id = U16.unpack_from(data, body)[0], U16.unpack_from(data, body + 2)[0]
             topic, _ = _string(data, body + 4)
             channels[channel_id] = (topic, schemas.get(schema_id, ""))
-        elif op == _OP_MESSAGE:
-            (channel_id,) = _U16.unpack_from(data, body)
+        elif op == OP_MESSAGE:
+            (channel_id,) = U16.unpack_from(data, body)
             if channel_id not in channels:
                 raise BagError(f"{path}: a message on channel {channel_id}, which no record names")
-            (log_time,) = _U64.unpack_from(data, body + 6)
+            (log_time,) = U64.unpack_from(data, body + 6)
             topic, type_name = channels[channel_id]
             yield Message(topic, type_name, log_time, data[body + 22:nxt])
         pos = nxt
