@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, cast, overload
 
 from simforge_ros.core.errors import SimforgeError
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 
 FORMAT = 1
 """The run directory format these tools read."""
@@ -129,12 +130,20 @@ class RunDir:
         return self.manifest["scenario"]
 
     @property
-    def contract(self) -> Mapping[str, Any]:
-        return cast("Mapping[str, Any]", self.manifest["contract"])
+    def contract(self) -> Mapping[str, Any] | None:
+        """The timing contract its steps ran under; None for a run that recorded no step."""
+        return cast("Mapping[str, Any] | None", self.manifest["contract"])
 
     @property
     def decision_us(self) -> int:
-        return int(self.manifest["contract"]["decision_us"])
+        """The step period; for a run that recorded no step (refused at step 0 or before),
+        the clock master's parameter, or its default: nothing of such a run depends on it
+        but the step a message's time falls in."""
+        contract = self.manifest["contract"]
+        if contract is not None:
+            return int(contract["decision_us"])
+        asked = ((self.manifest.get("nodes") or {}).get("clock_master") or {}).get("params", {}).get("decision_us")
+        return asked if _is_int(asked, 1) else DEFAULT_DECISION_US
 
 
 def load_run(path: Path) -> RunDir:
@@ -222,7 +231,10 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
         ("chain_digest", _is_hex64(manifest.get("chain_digest")), "64 lowercase hex digits"),
         ("frames_digest", manifest.get("frames_digest") is None or _is_hex64(manifest.get("frames_digest")),
          "null or 64 lowercase hex digits"),
-        ("world_digest", isinstance(manifest.get("world_digest"), str), "a string"),
+        # a run that recorded no step (refused at step 0 or before) has no last record to
+        # take a world digest and a contract from
+        ("world_digest", isinstance(manifest.get("world_digest"), str) or (
+            manifest.get("world_digest") is None and manifest.get("steps") == 0), "a string"),
     ]
     problems += [
         f"{k!r} must be {want}, got {manifest[k]!r}" for k, ok, want in checks if k not in missing and not ok
@@ -234,7 +246,7 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
             problems.append(f"status is 'refused' but 'refusal' is {refusal!r} (needs a 'code')")
         if manifest["status"] == "counted" and refusal is not None:
             problems.append(f"status is 'counted' but 'refusal' is {refusal!r}")
-    if "contract" not in missing:
+    if "contract" not in missing and not (manifest["contract"] is None and manifest.get("steps") == 0):
         contract = manifest["contract"]
         if not isinstance(contract, dict):
             problems.append(f"'contract' must be an object, got {contract!r}")

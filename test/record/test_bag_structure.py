@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from simforge_ros import topics
-from simforge_ros.record.bag import BagError, read_bag, typestore
-from simforge_ros.record.bag_structure import mcap_problem, sqlite_problem
+from simforge_ros.record.bag import BagError, BagWriter, read_bag, typestore
+from simforge_ros.record.bag_structure import bag_problem, mcap_problem, sqlite_problem
 from simforge_ros.record.verify import verify_run
 
 MakeRun = Callable[..., Path]
@@ -195,3 +195,11 @@ def test_a_sqlite3_type_hash_its_two_tables_disagree_on_is_named(make_run: MakeR
     assert problem == ("bag.db3: the message definitions table hashes sensor_msgs/msg/CameraInfo "
                        f"RIHS01_{'0' * 64}, its topics table {typestore().hash_rihs01('sensor_msgs/msg/CameraInfo')}")
     assert verify_run(run).first_mismatch == {"step": 0, "field": "bag_structure"}
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_a_bag_without_messages_has_nothing_to_name(tmp_path: Path, storage: str) -> None:
+    """rosbags' MCAP writer says 2**63 - 1 for the earliest message of none; the spec says 0."""
+    with BagWriter(tmp_path / "bag", storage):
+        pass
+    assert bag_problem(tmp_path / "bag") is None

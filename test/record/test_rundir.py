@@ -179,3 +179,18 @@ def test_last_line_without_newline_is_accepted(make_run: MakeRun) -> None:
     text = (run / "steps.jsonl").read_text()
     (run / "steps.jsonl").write_text(text.rstrip("\n"))
     assert len(load_run(run).steps) == 60
+
+
+def test_a_run_of_no_step_has_no_contract_or_world_digest_to_give(make_run: MakeRun) -> None:
+    """A run refused at step 0 (or before) has no last record to take them from: it loads,
+    and its step period is the clock master's parameter; a run with steps still needs both."""
+    run = make_run(refuse_at=0)
+    set_manifest(run, contract=None, world_digest=None)
+    loaded = load_run(run)
+    assert (len(loaded.steps), loaded.contract, loaded.decision_us) == (0, None, 50_000)
+    set_manifest(run, nodes={})
+    assert load_run(run).decision_us == 100_000  # the clock master's default
+    with_steps = make_run("with_steps")
+    set_manifest(with_steps, contract=None, world_digest=None)
+    assert error_of(with_steps).endswith("'world_digest' must be a string, got None; "
+                                         "'contract' must be an object, got None")

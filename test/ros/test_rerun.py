@@ -80,3 +80,19 @@ def test_a_rerun_whose_pixels_differ_did_not_repeat(tmp_path):
     assert out["rerun"]["chain_digest"] == kept.chain_digest and out["rerun"]["status"] == "counted"
     assert code == 1 and out["repeated"] is False
     assert out["diff"]["step"] == 7 and out["diff"]["first"] == "frames"
+
+
+def test_a_failure_at_step_0_is_kept_verified_diffed_and_rerun(tmp_path):
+    """A run refused at step 0 records no step, so its manifest has no last record to take a
+    contract and a world digest from: verify, diff and rerun all refused to read it ("'contract'
+    must be an object, got None"), the most common failure of all (a first frame missing, a
+    participant that never answers)."""
+    kept = lockstep(tmp_path / "runs", steps=10, layout="single", faults=("drop_frame@0",))
+    assert (kept.refusal["code"], kept.refusal["step"], kept.steps) == ("missing_frame", 0, 0)
+    verified = simforge("verify", kept.run_dir, cwd=tmp_path)
+    assert verified.returncode == 0 and "verified: 0 steps" in verified.stdout, verified.stderr
+    diffed = simforge("diff", kept.run_dir, kept.run_dir, cwd=tmp_path)
+    assert diffed.returncode == 0 and diffed.stdout.startswith("identical (0 steps)"), diffed.stderr
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 0 and out["repeated"] is True
+    assert (out["rerun"]["refusal"]["code"], out["rerun"]["refusal"]["step"]) == ("missing_frame", 0)
