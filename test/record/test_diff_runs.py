@@ -185,3 +185,14 @@ def test_setup_differences_name_each_field_in_order() -> None:
         f"digests.driver_config ('{'1' * 16}' vs '{'2' * 16}')"
     )
     assert describe_setup([]) == ""
+
+
+def test_a_run_of_no_step_is_compared_with_any_contract(make_run: MakeRun) -> None:
+    """A run refused at step 0 ran under no contract (its manifest has none to give): set
+    beside a run of the same scenario, it differs in length, not in contract."""
+    a, b = make_run("a", refuse_at=0), make_run("b")
+    manifest = json.loads((a / "manifest.json").read_text())
+    manifest.update(contract=None, world_digest=None)
+    (a / "manifest.json").write_text(json.dumps(manifest))
+    result = diff_runs(a, b)
+    assert (result.identical, result.first, result.step, result.a, result.b) == (False, "steps", 0, 0, 60)
