@@ -73,8 +73,10 @@ class McapPrefix:
             self.bytes_total = path.stat().st_size
         except OSError as err:
             raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
-        if magic != MCAP_MAGIC:
+        if magic != MCAP_MAGIC[:len(magic)]:
             raise BagError(f"{path}: not an MCAP file")
+        # shorter than the magic: a recorder killed before it wrote anything (no chunk)
+        self._begun = len(magic) == len(MCAP_MAGIC)
         self.chunks = 0
         self.messages_read = 0
         self.bytes_read = 0
@@ -86,6 +88,8 @@ class McapPrefix:
             BagError: a compressed chunk, a message of an unknown channel, or the file
                 cannot be read (a read error, not the salvage's own writing, names the bag).
         """
+        if not self._begun:
+            return
         try:
             yield from self._messages()
         except OSError as err:

@@ -65,6 +65,18 @@ def test_not_an_mcap_file_is_named(tmp_path):
         read_mcap_prefix(path)
 
 
+@pytest.mark.parametrize("written", [b"", b"\x89MC"], ids=["empty", "part-of-the-magic"])
+def test_a_recorder_killed_before_it_wrote_anything_leaves_no_message(tmp_path, written):
+    """Killed at its first step (kill=recorder@0), the recorder left a bag file of 0 bytes,
+    which salvage refused as "not an MCAP file": the run's refusal could not be kept in a
+    run directory the tools read. Such a file holds no chunk, and so no message."""
+    path = tmp_path / "bag.mcap"
+    path.write_bytes(written)
+    prefix = read_mcap_prefix(path)
+    assert list(prefix.messages()) == []
+    assert (prefix.chunks, prefix.messages_read, prefix.bytes_total) == (0, 0, len(written))
+
+
 def test_a_bag_is_read_a_chunk_at_a_time(tmp_path):
     """The whole file and every message in it were held at once: a long camera run's bag
     (~700 KB a step) could not be salvaged on a machine with less memory than twice it."""

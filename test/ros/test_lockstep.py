@@ -125,6 +125,23 @@ def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_pat
     assert zombie_files(wall_start, now=time.time() + 10) == []
 
 
+def test_a_recorder_killed_at_its_first_step_leaves_a_run_salvage_keeps(tmp_path):
+    """Killed on taking step 0's timing record, the recorder has written nothing to its bag
+    (a file of 0 bytes) and salvage refused it as "not an MCAP file": the run's refusal
+    could not be kept where the tools read runs. It is salvaged now as a run of no step."""
+    result = lockstep(tmp_path, steps=300, layout="processes", faults=("kill=recorder@0",))
+    assert result.status == "refused" and result.refusal["code"] == "participant_lost"
+    assert (Path(result.run_dir) / "bag" / "bag.mcap").stat().st_size < 8  # not even the magic
+    salvaged = simforge("salvage", result.run_dir, "--json", cwd=tmp_path)
+    assert salvaged.returncode == 0, salvaged.stderr
+    report = json.loads(salvaged.stdout)
+    assert report["steps"] == 0
+    check = simforge("verify", report["out"], cwd=tmp_path)
+    assert check.returncode == 0 and f"verified: {report['steps']} steps" in check.stdout, check.stderr
+    manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", result.refusal["step"])
+
+
 def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_process(tmp_path):
     """The recorder is never called while stepping: the clock master knows its process
     from its latched parameters and refuses while stepping, not after the last step."""
