@@ -148,12 +148,15 @@ class Recorder:
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
             if topic in topics.STEP_TOPICS:
                 self._step_subs.append(self._subs[-1])
+        self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
-            self._subs.append(self._subscribe(
-                Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS))
-            self._subs.append(self._subscribe(
+            image_sub = self._subscribe(
+                Image, topics.image_topic(camera), "sensor_msgs/msg/Image", f"frame:{camera}", RECORD_QOS)
+            info_sub = self._subscribe(
                 CameraInfo, topics.camera_info_topic(camera), "sensor_msgs/msg/CameraInfo", f"info:{camera}",
-                RECORD_QOS))
+                RECORD_QOS)
+            self._subs += [image_sub, info_sub]
+            self._camera_subs[camera] = (image_sub, info_sub)
         # The parameters' reader comes after every recorded topic's: discovery announces a
         # participant's readers in the order they were made, so a node's parameters
         # arriving here means its writers have matched every reader above (_offer_finish).
@@ -190,7 +193,7 @@ class Recorder:
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
             return
-        if any(sub.get_publisher_count() < 1 for sub in self._step_subs):
+        if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs()):
             return
         self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
@@ -199,6 +202,16 @@ class Recorder:
             on_finish = losing_answer(on_finish, lose.step, lambda request: int(request.expected_steps))
         self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
         self.offering = True
+
+    def _bridge_camera_subs(self) -> list[Any]:
+        """The readers of the cameras the bridge's parameters name: matched to its writers
+        before step 0 too, as the driver's are. The order readers are announced in was taken
+        to match them (see above), yet one run lost step 0's first image (chase@0, recorded
+        from step 1 on): the step never completed and nothing was chained."""
+        cameras = (self._nodes.get("sim_bridge") or {}).get("params", {}).get("cameras")
+        if not isinstance(cameras, list):
+            return []
+        return [sub for c in cameras if str(c) in self._camera_subs for sub in self._camera_subs[str(c)]]
 
     def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
         self._topics[topic] = (type_name, part)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,9 @@ from simforge_ros.nodes.common import (
 from simforge_ros.srv import Step
 
 NAME = "sim_bridge"
+# Wall clock: how long a camera's first frame waits for every reader the ROS graph shows on
+# its topics to have matched its writers (see SimBridge._await_readers).
+FIRST_MATCH_WAIT_S = 1.0
 
 
 class SimBridge:
@@ -100,6 +104,7 @@ class SimBridge:
             c: self.node.create_publisher(CameraInfo, topics.camera_info_topic(c), RECORD_QOS) for c in self._cameras
         }
         self._images: dict[str, Image] = {}
+        self._readers_awaited: set[str] = set()  # cameras whose first frame has gone out
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
         self._failed: Refusal | None = None  # publishing them failed: refuse the next step
@@ -130,8 +135,40 @@ class SimBridge:
             self._failed = ParticipantError(
                 step, f"the frames of step {step} failed after its answer: {type(err).__name__}: {err}")
 
+    def _await_readers(self, camera: str) -> None:
+        """Before a camera's first frame: wait (at most FIRST_MATCH_WAIT_S) until its image
+        and camera_info writers have matched every reader the ROS graph shows on their topics,
+        and at least one when a recorder is up.
+
+        A reliable writer sends a volatile sample only to the readers it has matched when it
+        writes; a reader matched a moment later never gets it. The recorder offers Finish
+        (and so lets step 0 start) once the bridge's parameters have reached it, which was
+        taken to mean its camera readers were matched too; yet one run lost step 0's chase
+        image and camera_info (recorded from step 1 on), so no step ever completed and
+        nothing was chained. A reader that cannot match (incompatible QoS) is named in a
+        warning and not waited for again.
+        """
+        if camera in self._readers_awaited:
+            return
+        self._readers_awaited.add(camera)
+        node = self.node
+        writers = (self._image_pubs[camera], self._info_pubs[camera])
+        wall_deadline = time.monotonic() + FIRST_MATCH_WAIT_S
+        while True:
+            recorder = int("recorder" in node.get_node_names())
+            late = [w.topic_name for w in writers
+                    if w.get_subscription_count() < max(recorder, node.count_subscribers(w.topic_name))]
+            if not late:
+                return
+            if time.monotonic() >= wall_deadline:
+                node.get_logger().warning(f"{', '.join(late)}: not every reader matched within "
+                                          f"{FIRST_MATCH_WAIT_S:g} s; publishing anyway")
+                return
+            time.sleep(0.002)
+
     def _publish_frame(self, frame: RenderedFrame) -> None:
         camera = frame.stamp.camera
+        self._await_readers(camera)
         fsec, fnsec = clock_stamp(frame.stamp.t_us)
         # one Image and one CameraInfo per camera, refilled: publish serialises at once
         image = numpy_to_imgmsg(frame.pixels, "rgb8", self._images.get(camera))

@@ -134,3 +134,33 @@ def test_a_step_sent_again_gets_the_same_answer_and_moves_the_world_once(bridge_
     assert spin_for(5.0, lambda: len(images) >= len(named))
     spin_for(0.3)  # a frame published twice would arrive by now
     assert sorted(images) == sorted(named)
+
+
+@pytest.mark.parametrize("bridge_and_probe", [False], ids=["before"], indirect=True)
+def test_a_cameras_first_frame_waits_for_its_readers_but_not_for_one_that_cannot_match(bridge_and_probe,
+                                                                                       monkeypatch):
+    """A reliable writer sends a volatile sample only to readers it has matched when it
+    writes: the first frame waits until every reader the graph shows has matched. A reader
+    that never can (it asks for transient-local, the writer offers volatile) is waited for
+    FIRST_MATCH_WAIT_S once, then the frames go out as usual."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    from simforge_ros.nodes import sim_bridge
+
+    monkeypatch.setattr(sim_bridge, "FIRST_MATCH_WAIT_S", 0.5)
+    bridge, step, images, spin_for = bridge_and_probe
+    never = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    stubborn = bridge.node.create_subscription(Image, topics.image_topic("left"), lambda _msg: None, never)
+    assert spin_for(5.0, lambda: bridge.node.count_subscribers(topics.image_topic("left")) == 2)
+    started = time.monotonic()
+    assert step(0).ok
+    first = time.monotonic() - started
+    started = time.monotonic()
+    assert step(1).ok
+    second = time.monotonic() - started
+    assert 0.5 <= first < 5.0  # waited for the reader that cannot match, once
+    assert second < 0.5
+    assert spin_for(5.0, lambda: len(images) >= 4)
+    assert sorted(images) == [("front", 0), ("front", DECISION_US), ("left", 0), ("left", DECISION_US)]
+    bridge.node.destroy_subscription(stubborn)
