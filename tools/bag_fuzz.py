@@ -94,7 +94,8 @@ def _row_change(before: dict[str, list[tuple[object, ...]]], after: dict[str, li
             if old[3] != new[3] and isinstance(old[3], bytes) and isinstance(new[3], bytes):
                 at = next(i for i, (a, b) in enumerate(zip(old[3], new[3], strict=False)) if a != b)
                 return f" (topic {old[1]}, data byte {at})"
-            return f" (topic {old[1]}, {['id', 'topic_id', 'timestamp'][next(i for i in range(3) if old[i] != new[i])]})"
+            column = ("id", "topic_id", "timestamp")[next(i for i in range(3) if old[i] != new[i])]
+            return f" (topic {old[1]}, {column})"
     return ""
 
 
