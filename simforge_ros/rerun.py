@@ -13,6 +13,7 @@ same chain: the failure reproduces.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import secrets
 import sys
@@ -92,17 +93,36 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     )
 
 
-def repeated(kept: RunDir, rerun: RunResult, recorded: bool = True) -> bool:
+SIDE_DIGESTS = (("camera_info", "camera_info messages"), ("image_headers", "image headers"))
+"""What of a run no chain holds, kept in its manifest (record.side_digests)."""
+
+
+def side_difference(kept: Mapping[str, Any], rerun: Mapping[str, Any] | None) -> str | None:
+    """What of the side digests differs between a kept run's manifest and its rerun's
+    (None: nothing, or a run recorded before they were kept)."""
+    from simforge_ros.record.side_digests import first_difference
+
+    for key, what in SIDE_DIGESTS:
+        if rerun is not None and key in kept and key in rerun:
+            said = first_difference(kept[key], rerun[key], what)
+            if said is not None:
+                return said.replace("the manifest", "the kept run").replace("the bag", "the rerun")
+    return None
+
+
+def repeated(kept: RunDir, rerun: RunResult, recorded: bool = True,
+             rerun_manifest: Mapping[str, Any] | None = None) -> bool:
     """The same outcome over the same chains: status, refusal code and step, steps, the
-    step chain's digest and, when the rerun was ``recorded``, the frames chain's: the step
+    step chain's digest and, when the rerun was ``recorded``, the frames chain's (the step
     chain holds no pixel, so a renderer that drew one pixel otherwise repeated every step
-    digest."""
+    digest) and what of the camera messages no chain holds (``rerun_manifest``)."""
     manifest = kept.manifest
     kept_refusal = manifest.get("refusal") or {}
     rerun_refusal = rerun.refusal or {}
     frames_same = not recorded or rerun.frames_digest == manifest.get("frames_digest")
     return (rerun.status == manifest["status"] and rerun.steps == manifest["steps"]
             and rerun.chain_digest == manifest["chain_digest"] and frames_same
+            and side_difference(manifest, rerun_manifest) is None
             and (kept_refusal.get("code"), kept_refusal.get("step")) == (rerun_refusal.get("code"),
                                                                         rerun_refusal.get("step")))
 
@@ -143,7 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback
         say("rerun", err)
         return EXIT_USAGE
-    same = repeated(kept, result, spec.record)
+    rerun_manifest = None
+    if spec.record:
+        with contextlib.suppress(SimforgeError):  # no manifest: its outcome and chains are compared
+            rerun_manifest = load_run(Path(result.run_dir)).manifest
+    same = repeated(kept, result, spec.record, rerun_manifest)
     diff = setup = None
     if not same:
         try:
@@ -157,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "rerun": result.to_dict(),
             "layout": spec.layout,
             "diff": to_json(diff, setup or []) if diff is not None else None,
+            "side_difference": side_difference(kept.manifest, rerun_manifest),
         }, sort_keys=True))
     else:
         manifest = kept.manifest
@@ -168,7 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif diff is None:
             print("did not repeat")
         elif diff.identical:
-            print(f"did not repeat: every recorded step is the same ({diff.steps}), the outcome is not")
+            side = side_difference(kept.manifest, rerun_manifest)
+            print(f"did not repeat: every recorded step is the same ({diff.steps}), "
+                  + (f"but {side}" if side else "the outcome is not"))
         else:
             from simforge_ros.core.diffing import describe
 

@@ -96,3 +96,23 @@ def test_a_failure_at_step_0_is_kept_verified_diffed_and_rerun(tmp_path):
     code, out = _rerun(kept.run_dir, tmp_path)
     assert code == 0 and out["repeated"] is True
     assert (out["rerun"]["refusal"]["code"], out["rerun"]["refusal"]["step"]) == ("missing_frame", 0)
+
+
+def test_a_rerun_whose_camera_info_differs_did_not_repeat(tmp_path):
+    """camera_info and an image's frame_id are in no chain: a rerun that published other
+    intrinsics repeated every digest. The manifests' side digests are compared too. (The
+    kept manifest's camera_info digest, changed, stands in for a bridge that published
+    other intrinsics.)"""
+    kept = lockstep(tmp_path / "runs", steps=10, layout="single", sets={"sim_bridge": {"cameras": ["front"]}})
+    path = Path(kept.run_dir) / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["camera_info"]["front"]["digest"] = "0" * 64
+    path.write_text(json.dumps(manifest))
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert out["rerun"]["chain_digest"] == kept.chain_digest and out["diff"]["identical"] is True
+    assert code == 1 and out["repeated"] is False
+    assert out["side_difference"].startswith("camera front: the rerun's camera_info messages are not those recorded")
+    text = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert text.returncode == 1
+    assert "did not repeat: every recorded step is the same (10), but camera front: the rerun's camera_info" \
+           in text.stdout
