@@ -104,9 +104,9 @@ def side_difference(kept: Mapping[str, Any], rerun: Mapping[str, Any] | None) ->
 
     for key, what in SIDE_DIGESTS:
         if rerun is not None and key in kept and key in rerun:
-            said = first_difference(kept[key], rerun[key], what)
+            said = first_difference(kept[key], rerun[key], what, ("the kept run", "the rerun"))
             if said is not None:
-                return said.replace("the manifest", "the kept run").replace("the bag", "the rerun")
+                return said
     return None
 
 

@@ -112,19 +112,21 @@ class ImageHeaderDigests(OrderFreeDigests):
         self.note(camera, encode([int(sec), int(nanosec), str(frame_id), int(is_bigendian)]))
 
 
-def first_difference(recorded: Mapping[str, Any], replayed: Mapping[str, Any], what: str) -> str | None:
-    """What first differs between two summaries (the manifest's, the bag's) of ``what``
-    (e.g. "camera_info messages"), or None."""
+def first_difference(recorded: Mapping[str, Any], replayed: Mapping[str, Any], what: str,
+                     names: tuple[str, str] = ("the manifest", "the bag")) -> str | None:
+    """What first differs between two summaries of ``what`` (e.g. "camera_info messages"),
+    or None; ``names`` say whose they are (verify: the manifest's, the bag's)."""
+    mine, theirs = names
     for camera in sorted(set(recorded) | set(replayed)):
         want, got = recorded.get(camera), replayed.get(camera)
         if want == got:
             continue
         if not isinstance(want, Mapping) or got is None:
-            return (f"camera {camera}: the manifest has {want!r}, the bag "
+            return (f"camera {camera}: {mine} has {want!r}, {theirs} "
                     f"{'holds none of its ' + what if got is None else repr(got)}")
         if want.get("messages") != got["messages"]:
-            return (f"camera {camera}: the manifest counts {want.get('messages')!r} {what}, "
-                    f"the bag holds {got['messages']}")
-        return (f"camera {camera}: the bag's {what} are not those recorded "
-                f"(digest {got['digest'][:16]}, the manifest {str(want.get('digest'))[:16]})")
+            return (f"camera {camera}: {mine} counts {want.get('messages')!r} {what}, "
+                    f"{theirs} holds {got['messages']}")
+        return (f"camera {camera}: {theirs}'s {what} are not those recorded "
+                f"(digest {got['digest'][:16]}, {mine} {str(want.get('digest'))[:16]})")
     return None
