@@ -212,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
             refusal = result.refusal
             status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
             frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
-            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16]}{frames}  {status}",
+            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16] or 'none'}{frames}  {status}",
                   flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)

@@ -128,8 +128,10 @@ def repeated(kept: RunDir, rerun: RunResult, recorded: bool = True,
 
 
 def _outcome(refusal: Mapping[str, Any] | None, steps: int, chain: str) -> str:
+    """One line of a run's outcome; a run whose recorder chained nothing (it never began,
+    or it was killed before its first record) has no chain to show."""
     said = "counted" if refusal is None else f"refused:{refusal.get('code')} at step {refusal.get('step')}"
-    return f"{said}, {steps} steps, chain {chain[:16]}"
+    return f"{said}, {steps} steps, chain {chain[:16] or 'none'}"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -83,3 +83,11 @@ def test_faults_that_are_not_a_list_of_specs_are_named(tmp_path: Path) -> None:
     kept = SimpleNamespace(manifest={}, path=tmp_path)
     with pytest.raises(RunDirError, match=r"sim_bridge\.faults: expected a list of fault specs, got 3"):
         spec_for(kept, params, tmp_path / "b", "b", "single")
+
+
+def test_an_outcome_without_a_chain_says_so() -> None:
+    from simforge_ros.rerun import _outcome
+
+    assert _outcome(None, 220, "ab" * 32) == f"counted, 220 steps, chain {'ab' * 8}"
+    aborted = {"code": "aborted", "step": -1}
+    assert _outcome(aborted, 0, "") == "refused:aborted at step -1, 0 steps, chain none"
