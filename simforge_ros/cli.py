@@ -212,8 +212,8 @@ def _run(args: argparse.Namespace) -> int:
             refusal = result.refusal
             status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
             frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
-            print(f"{result.run_id}  steps={result.steps}  chain={result.chain_digest[:16] or 'none'}{frames}  {status}",
-                  flush=True)
+            chain = result.chain_digest[:16] or "none"  # the recorder chained nothing
+            print(f"{result.run_id}  steps={result.steps}  chain={chain}{frames}  {status}", flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)
         if result.refusal is not None and result.refusal.get("code") == "aborted":
