@@ -494,7 +494,9 @@ def table(doc: dict[str, Any]) -> str:
         h = hashing.get(key) or {}
         lines.append(f"  hashing, {key.replace('_', ' ')}: recorder {_fmt(h.get('recorder_mb_per_s'))} MB/s vs hashlib "
                      f"{_fmt(h.get('hashlib_mb_per_s'))} MB/s = {_fmt(h.get('efficiency'), 3)} "
-                     f"({_fmt(h.get('bytes_per_record'), 0)} B/record)")
+                     f"({_fmt(h.get('bytes_per_record'), 0)} B/record)"
+                     + ("" if key == "four_cameras" else "; a small record's canonical encoding, not SHA-256, "
+                        "is most of its time, and hash_efficiency is the four-camera figure"))
     split = doc.get("recorder_single") or {}
     lines.append(f"  recorder's own work, no cameras (its handler fed a run's serialised messages): "
                  f"{_fmt(split.get('own_us'), 0)} µs/step, of the {_fmt(split.get('added_us'), 0)} µs/step it adds "

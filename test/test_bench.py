@@ -96,6 +96,10 @@ def test_table_and_json_of_a_document():
     for key in ("ratio_processes", "steps_per_s.single", "camera_overhead", "hash_efficiency", "lost_messages",
                 "rss_growth", "two_processes", "recorder"):
         assert key in text
+    (four,) = [line for line in text.splitlines() if "hashing, four cameras" in line]
+    (none,) = [line for line in text.splitlines() if "hashing, no cameras" in line]
+    assert "0.900" in four and "four-camera figure" not in four
+    assert none.endswith("hash_efficiency is the four-camera figure")  # its small ratio is not the target's
     assert json.loads(json.dumps(doc, default=str))["lost_messages"] == 3
 
 
