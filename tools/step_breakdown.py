@@ -81,11 +81,10 @@ def loop(steps: int, rounds: int, cameras: tuple[str, ...]) -> None:
 def feed(steps: int, rounds: int) -> None:
     import os
 
-    import rclpy
     from rosbags.rosbag2 import Reader
 
+    from simforge_ros.benchmarks.recorder import feed_recorder
     from simforge_ros.isolation import lease_domain
-    from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.record import bag
     from simforge_ros.runner import RunSpec, run
 
@@ -131,19 +130,7 @@ def feed(steps: int, rounds: int) -> None:
                     for name, method in modes[mode].items():
                         setattr(bag.BackgroundBagWriter, name, method)
                     out_dir = Path(tmp) / f"feed-{rnd}-{order.index(mode)}"
-                    context = rclpy.Context()
-                    rclpy.init(args=["--ros-args", "-p", f"out_dir:={out_dir}"], context=context)
-                    try:
-                        recorder = Recorder(context)
-                        t0 = time.perf_counter_ns()
-                        for topic, raw in messages:
-                            recorder.take(topic, raw)
-                        elapsed = time.perf_counter_ns() - t0
-                        chained = recorder.assembler.steps_done
-                        recorder.close()
-                        recorder.node.destroy_node()
-                    finally:
-                        rclpy.shutdown(context=context)
+                    elapsed, chained = feed_recorder(messages, out_dir)
                     times[mode].append(elapsed / 1000 / max(chained, 1))
         for name, method in shipped.items():
             setattr(bag.BackgroundBagWriter, name, method)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -50,39 +51,49 @@ def step_messages(steps: int, scenario: str = "right_turn") -> list[list[tuple[s
     return out
 
 
+def feed_recorder(messages: Iterable[tuple[str, bytes]], out_dir: Path,
+                  before: Iterable[tuple[str, bytes]] = ()) -> tuple[int, int]:
+    """Hand serialised (topic, message) pairs, in order, to a fresh recorder node's handler
+    writing its run into ``out_dir`` (no transport, no executor; its bag writer thread runs
+    as in a run): (ns the ``messages`` took, steps chained). ``before`` is handed over
+    first and not timed."""
+    import rclpy
+
+    from simforge_ros.nodes.recorder import Recorder
+
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "-p", f"out_dir:={out_dir}"], context=context)
+    try:
+        recorder = Recorder(context)
+        for topic, raw in before:
+            recorder.take(topic, raw)
+        t0 = time.perf_counter_ns()
+        for topic, raw in messages:
+            recorder.take(topic, raw)
+        elapsed_ns = time.perf_counter_ns() - t0
+        chained = recorder.assembler.steps_done
+        recorder.close()
+        recorder.node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    return elapsed_ns, chained
+
+
 def recorder_alone(steps: int, backlog_steps: int = 64) -> dict[str, Any]:
     """Feed ``steps`` no-camera steps to a recorder node's handler; µs per step.
 
     ``backlog_steps``: the clock master's recorder_backlog_steps, from which the recorder
     paces its progress reports (its latched parameters come first, as in a run).
     """
-    import rclpy
     from rclpy.serialization import serialize_message
     from std_msgs.msg import String
 
     from simforge_ros import topics
-    from simforge_ros.nodes import recorder as recorder_node
 
     messages = step_messages(steps)
-    parts = {topic: (type_name, part) for topic, (_cls, type_name, part) in recorder_node._RECORDS.items()}
     params = String(data=json.dumps({"node": "clock_master", "params": {"recorder_backlog_steps": backlog_steps}}))
     with tempfile.TemporaryDirectory(prefix="simforge-bench-recorder-") as tmp:
-        context = rclpy.Context()
-        rclpy.init(args=["--ros-args", "-p", f"out_dir:={Path(tmp) / 'run'}"], context=context)
-        try:
-            recorder = recorder_node.Recorder(context)
-            recorder._on_message(topics.NODE_PARAMS, "std_msgs/msg/String", None, serialize_message(params))
-            handle = recorder._on_message
-            t0 = time.perf_counter_ns()
-            for step in messages:
-                for topic, raw in step:
-                    type_name, part = parts[topic]
-                    handle(topic, type_name, part, raw)
-            elapsed_ns = time.perf_counter_ns() - t0
-            chained = recorder.assembler.steps_done
-            recorder.close()
-            recorder.node.destroy_node()
-        finally:
-            rclpy.shutdown(context=context)
+        elapsed_ns, chained = feed_recorder((m for step in messages for m in step), Path(tmp) / "run",
+                                            before=[(topics.NODE_PARAMS, serialize_message(params))])
     return {"steps": steps, "steps_chained": chained, "us_per_step": elapsed_ns / 1000.0 / steps,
             "messages_per_step": len(messages[0]) if messages else 0}
