@@ -34,23 +34,26 @@ class ParamSpec:
     default: Any
     doc: str
     positive: bool = False  # a size, a count or a wall-clock limit: must be > 0
-    minimum: int | None = None  # ints only, with maximum: the range the value must lie in
-    maximum: int | None = None
+    minimum: int | None = None  # an int's range with maximum; a float's lower bound
+    maximum: int | None = None  # ints only
 
 
 
-def _period(name: str, default_us: int | None, doc: str, positive: bool = False) -> tuple[ParamSpec, ParamSpec]:
+def _period(name: str, default_us: int | None, doc: str, positive: bool = False,
+            minimum: int | None = None) -> tuple[ParamSpec, ParamSpec]:
     return (
-        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)", positive),
-        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive),
+        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)", positive, minimum),
+        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive, minimum),
     )
 
 
 NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "clock_master": (
-        *_period("decision", DEFAULT_DECISION_US, "decision interval: step k is at k * decision_us"),
+        # a period of 0 or less, or a negative latency, is a bad value like any other: named
+        # at start-up (exit 2), not a run begun and refused at step 0 by the bridge
+        *_period("decision", DEFAULT_DECISION_US, "decision interval: step k is at k * decision_us", positive=True),
         ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us"),
-        *_period("latency", 0, "driver latency, a whole number of steps"),
+        *_period("latency", 0, "driver latency, a whole number of steps", minimum=0),
         ParamSpec("seed", "int", 0, "run seed, handed to every participant", minimum=0),
         ParamSpec("run_id", "str", "", "run id (bookkeeping only; never hashed)"),
         ParamSpec("participant_timeout_ms", "int", 10_000, "wall-clock limit of one call after step 0", positive=True),
@@ -138,6 +141,8 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     if item.positive and value <= 0:
         form = "an integer > 0" if item.kind == "int" else "a number > 0"
         raise ConfigError.single(source, f"{node}.{name}", form, value)
+    if item.kind == "float" and item.minimum is not None and value < item.minimum:
+        raise ConfigError.single(source, f"{node}.{name}", f"a number >= {item.minimum}", value)
     if item.kind == "int":
         low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
         high = item.maximum if item.maximum is not None else INT64[1]

@@ -221,3 +221,21 @@ def test_a_section_within_a_typo_of_a_simforge_node_is_refused_naming_it(tmp_pat
         read_params_file(path)
     assert str(err.value) == (f"{path}: {section}: expected a node in ['clock_master', 'driver', 'recorder', "
                               f"'sim_bridge'] (did you mean {meant}?), got '{section}'")
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("decision_us", 0, "an integer > 0"),
+    ("decision_s", -0.1, "a number > 0"),
+    ("latency_us", -100_000, "an integer in [0, "),
+    ("latency_s", -0.1, "a number >= 0"),
+])
+def test_a_decision_period_or_latency_out_of_range_is_named_at_start_up(name, value, expected):
+    """They used to start a run that the bridge refused at step 0 (rate_not_multiple, with
+    the bridge named for the clock master's parameter) or the contract before it; every
+    other period was already checked as a parameter."""
+    from simforge_ros.params import coerce
+
+    with pytest.raises(ConfigError) as info:
+        coerce("clock_master", name, value)
+    assert f"clock_master.{name}: expected {expected}" in str(info.value)
+    assert coerce("clock_master", "latency_us", 0) == 0 and coerce("clock_master", "latency_s", 0.0) == 0.0

@@ -62,8 +62,10 @@ def _descriptor(item: ParamSpec, read_only: bool = True) -> ParameterDescriptor:
     if item.kind == "int" and (item.minimum is not None or item.maximum is not None or item.positive):
         low = item.minimum if item.minimum is not None else (1 if item.positive else None)
         limits = f"{low if low is not None else ''}..{item.maximum if item.maximum is not None else ''}"
+    elif item.positive:
+        limits = "> 0"
     else:
-        limits = "> 0" if item.positive else ""
+        limits = f">= {item.minimum}" if item.minimum is not None else ""
     return ParameterDescriptor(description=item.doc, additional_constraints=limits, read_only=read_only,
                                type=_TYPES[item.kind].value)
 
