@@ -228,11 +228,14 @@ def test_a_section_within_a_typo_of_a_simforge_node_is_refused_naming_it(tmp_pat
     ("decision_s", -0.1, "a number > 0"),
     ("latency_us", -100_000, "an integer in [0, "),
     ("latency_s", -0.1, "a number >= 0"),
+    ("pose_tolerance_m", -1.0, "a number >= 0"),
+    ("pose_tolerance_deg", -0.5, "a number >= 0"),
 ])
-def test_a_decision_period_or_latency_out_of_range_is_named_at_start_up(name, value, expected):
+def test_a_decision_period_latency_or_tolerance_out_of_range_is_named_at_start_up(name, value, expected):
     """They used to start a run that the bridge refused at step 0 (rate_not_multiple, with
-    the bridge named for the clock master's parameter) or the contract before it; every
-    other period was already checked as a parameter."""
+    the bridge named for the clock master's parameter) or the contract before it; a negative
+    pose tolerance made the clock master exit with 1 ("unexpected error"). Every other
+    period was already checked as a parameter."""
     from simforge_ros.params import coerce
 
     with pytest.raises(ConfigError) as info:

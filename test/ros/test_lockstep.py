@@ -272,6 +272,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
         (["run", "right_turn", "--set", "sim_bridge.tick_us=-5"], "sim_bridge.tick_us: expected an integer > 0"),
         (["run", "right_turn", "--set", "clock_master.decision_us=0"], "decision_us: expected an integer > 0"),
+        (["run", "right_turn", "--set", "clock_master.pose_tolerance_m=-1"], "tolerance_m: expected a number >= 0"),
         (["run", "right_turn", "--out", "/proc/runs"], "--out: out: expected a directory simforge can create"),
     ],
 )
