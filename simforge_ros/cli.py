@@ -61,6 +61,15 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+# How `simforge run` is told what it sets itself (runner.SPEC_PARAMS) in every node that
+# needs it. Through --set such a parameter reached one node only: a driver following another
+# scenario than the bridge's, a run id or a seed the run directory's name contradicts, a
+# record written outside its run directory, --steps overridden unseen.
+_RUN_OPTION = {"scenario": "the SCENARIO argument", "seed": "--seed", "steps": "--steps", "latency_us": "--latency-ms",
+               "driver": "--driver", "faults": "--inject", "out_dir": "--out",
+               "record": "clock_master.record in a --params-file"}
+
+
 def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for item in items:
@@ -68,6 +77,10 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
         node, dot, name = key.partition(".")
         if not sep or not dot or not node or not name:
             raise ConfigError.single("--set", item, f"NODE.PARAM=VALUE (e.g. {_SET_EXAMPLE})", item)
+        option = SPEC_PARAMS.get(node, {}).get(name)
+        if option is not None:
+            how = f"{_RUN_OPTION[option]} instead" if option in _RUN_OPTION else "no value: each run is named for you"
+            raise ConfigError.single("--set", key, f"{how} (simforge run sets {key} itself)", item)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:

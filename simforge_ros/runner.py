@@ -203,6 +203,9 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
     status = "counted" if refusal is None and exit_code == 0 else "refused"
     if status == "refused" and refusal is None:  # a crash after the loop: never reported as counted
         refusal = {"code": "participant_error", "step": -1, "detail": f"clock master exited with {exit_code}"}
+    if status == "refused" and exit_code == 0:  # the manifest's refusal: a refused run never exits 0
+        named = REFUSALS.get(str(refusal.get("code")))
+        exit_code = named.exit_code if named is not None else EXIT_FAILURE
     return RunResult(
         run_id=spec.run_id,
         scenario=manifest["scenario"] if manifest and manifest.get("scenario") else Path(spec.scenario).stem,

@@ -242,3 +242,26 @@ def test_a_decision_period_latency_or_tolerance_out_of_range_is_named_at_start_u
         coerce("clock_master", name, value)
     assert f"clock_master.{name}: expected {expected}" in str(info.value)
     assert coerce("clock_master", "latency_us", 0) == 0 and coerce("clock_master", "latency_s", 0.0) == 0.0
+
+
+@pytest.mark.parametrize(("item", "hint"), [
+    ("driver.scenario=red_signal", "the SCENARIO argument instead"),
+    ("sim_bridge.scenario=red_signal", "the SCENARIO argument instead"),
+    ("clock_master.seed=7", "--seed instead"),
+    ("clock_master.steps=5", "--steps instead"),
+    ("clock_master.latency_us=100000", "--latency-ms instead"),
+    ("driver.policy=torch", "--driver instead"),
+    ("sim_bridge.faults=[drop_frame@3]", "--inject instead"),
+    ("recorder.out_dir=/elsewhere", "--out instead"),
+    ("clock_master.record=false", "clock_master.record in a --params-file instead"),
+    ("recorder.run_id=x", "no value: each run is named for you"),
+])
+def test_set_refuses_what_simforge_run_sets_itself_and_names_the_way_to_give_it(item, hint):
+    """Through --set such a parameter reached one node only: a route follower tracking
+    another scenario than the bridge ran (counted), a recorder writing outside its run
+    directory (counted, with no record in it), --steps overridden unseen."""
+    with pytest.raises(ConfigError) as info:
+        cli._parse_set(["sim_bridge.width=64", item])
+    key = item.partition("=")[0]
+    assert str(info.value) == f"--set: {key}: expected {hint} (simforge run sets {key} itself), got {item!r}"
+    assert cli._parse_set(["clock_master.latency_s=0.2"]) == {"clock_master": {"latency_s": 0.2}}

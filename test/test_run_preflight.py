@@ -67,6 +67,22 @@ def test_a_run_broken_by_a_full_disk_says_so_with_what_it_kept(tmp_path, monkeyp
     assert _result(spec, None, 18).refusal["detail"] == "clock master exited with 18"  # no guess without cause
 
 
+def test_a_run_its_manifest_refuses_never_exits_0(tmp_path):
+    """The clock master exited 0 and the recorder's manifest said incomplete_run: `simforge
+    run` printed the refusal and exited 0 (seen with `--set clock_master.record=false`)."""
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    refusal = {"code": "incomplete_run", "step": 0, "detail": "the recorder stopped before the clock master finished"}
+    (spec.out_dir / "manifest.json").write_text(json.dumps(
+        {"scenario": "right_turn", "steps": 0, "chain_digest": "0" * 64, "status": "refused", "refusal": refusal}))
+    result = _result(spec, {"status": "counted", "steps": 3, "chain_digest": "1" * 64, "refusal": None}, 0)
+    assert (result.status, result.refusal, result.exit_code) == ("refused", refusal, 17)
+    refusal["code"] = "a_code_of_a_later_version"
+    (spec.out_dir / "manifest.json").write_text(json.dumps(
+        {"scenario": "right_turn", "steps": 0, "chain_digest": "0" * 64, "status": "refused", "refusal": refusal}))
+    assert _result(spec, {"status": "counted", "steps": 3, "chain_digest": "1" * 64, "refusal": None}, 0).exit_code == 1
+
+
 @pytest.mark.parametrize("given", ["abc", "500", "-1", "2.5"])
 def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is_written(
         tmp_path, monkeypatch, given):
