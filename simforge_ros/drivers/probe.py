@@ -158,9 +158,11 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) 
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help is 0, a usage error 2
         return int(exc.code or 0)
-    if args.calls < 1 or args.samples < 1 or args.threads < 1:
-        print("probe-driver: --calls, --samples and --threads must be >= 1", file=sys.stderr)
-        return EXIT_USAGE
+    for flag, value, low in (("--calls", args.calls, 1), ("--samples", args.samples, 1),
+                             ("--threads", args.threads, 1), ("--seed", args.seed, 0)):
+        if value < low:  # --seed -3 used to fail in numpy: "expected non-negative integer"
+            print(f"probe-driver: {flag}: expected an integer >= {low}, got {value}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         base = TorchPlannerConfig(
             samples=args.samples, dtype=args.dtype, num_threads=args.threads,
