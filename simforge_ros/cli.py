@@ -65,9 +65,10 @@ class _Parser(argparse.ArgumentParser):
 # needs it. Through --set such a parameter reached one node only: a driver following another
 # scenario than the bridge's, a run id or a seed the run directory's name contradicts, a
 # record written outside its run directory, --steps overridden unseen.
-_RUN_OPTION = {"scenario": "the SCENARIO argument", "seed": "--seed", "steps": "--steps", "latency_us": "--latency-ms",
-               "driver": "--driver", "faults": "--inject", "out_dir": "--out",
-               "record": "clock_master.record in a --params-file"}
+_RUN_OPTION = {"scenario": "the SCENARIO argument instead", "seed": "--seed instead", "steps": "--steps instead",
+               "latency_us": "--latency-ms instead", "driver": "--driver instead", "faults": "--inject instead",
+               "out_dir": "--out instead", "record": "clock_master.record in a --params-file instead",
+               "run_id": "no value: each run is named for you"}
 
 
 def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
@@ -79,8 +80,7 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
             raise ConfigError.single("--set", item, f"NODE.PARAM=VALUE (e.g. {_SET_EXAMPLE})", item)
         option = SPEC_PARAMS.get(node, {}).get(name)
         if option is not None:
-            how = f"{_RUN_OPTION[option]} instead" if option in _RUN_OPTION else "no value: each run is named for you"
-            raise ConfigError.single("--set", key, f"{how} (simforge run sets {key} itself)", item)
+            raise ConfigError.single("--set", key, f"{_RUN_OPTION[option]} (simforge run sets {key} itself)", item)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:

@@ -265,3 +265,9 @@ def test_set_refuses_what_simforge_run_sets_itself_and_names_the_way_to_give_it(
     key = item.partition("=")[0]
     assert str(info.value) == f"--set: {key}: expected {hint} (simforge run sets {key} itself), got {item!r}"
     assert cli._parse_set(["clock_master.latency_s=0.2"]) == {"clock_master": {"latency_s": 0.2}}
+
+
+def test_every_parameter_simforge_run_sets_itself_has_a_way_to_give_it():
+    from simforge_ros.runner import SPEC_PARAMS
+
+    assert {option for options in SPEC_PARAMS.values() for option in options.values()} == set(cli._RUN_OPTION)
