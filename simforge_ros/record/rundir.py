@@ -164,6 +164,9 @@ def load_run(path: Path) -> RunDir:
         raise RunDirError(path / MANIFEST, f"missing: the recorder did not finish this run (killed?); "
                                            f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
                                            f"said; `simforge salvage {path}` makes a usable run of its bag")
+    if not (path / MANIFEST).exists() and _made_without_record(path):
+        raise RunDirError(path / MANIFEST, "missing: the run was made with clock_master.record: false, so "
+                                           "nothing of it was recorded (its params.yaml says so)")
     manifest = read_manifest(path / MANIFEST)
     steps = step_records_of(path / STEPS)
     if len(steps) != manifest["steps"]:
@@ -172,6 +175,18 @@ def load_run(path: Path) -> RunDir:
             path / STEPS, f"{len(steps)} step records, but {MANIFEST} says steps={manifest['steps']}{hint}"
         )
     return RunDir(path, manifest, steps)
+
+
+def _made_without_record(path: Path) -> bool:
+    """Whether the run directory's params.yaml (what `simforge run` started its nodes with)
+    turned the recorder off."""
+    import yaml
+
+    try:
+        params = yaml.safe_load((path / "params.yaml").read_text())
+        return params["clock_master"]["ros__parameters"]["record"] is False
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return False
 
 
 def _read_text(path: Path) -> str:

@@ -66,6 +66,12 @@ def test_missing_manifest(make_run: MakeRun) -> None:
                              f"`simforge salvage {run}` makes a usable run of its bag")
     (run / "steps.jsonl").unlink()  # not a run the recorder began: nothing more to say
     assert error_of(run) == f"{run / 'manifest.json'}: missing"
+    (run / "params.yaml").write_text("clock_master:\n  ros__parameters: {record: false, seed: 0}\n")
+    assert error_of(run) == (f"{run / 'manifest.json'}: missing: the run was made with clock_master.record: "
+                             "false, so nothing of it was recorded (its params.yaml says so)")
+    for other in ("clock_master:\n  ros__parameters: {record: true}\n", "[not, a, mapping]", "{: bad yaml"):
+        (run / "params.yaml").write_text(other)
+        assert error_of(run) == f"{run / 'manifest.json'}: missing"
 
 
 def test_truncated_manifest(make_run: MakeRun) -> None:
