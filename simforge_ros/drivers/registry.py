@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from simforge_ros.core.errors import ConfigError
+from simforge_ros.core.errors import ConfigError, Printed
 from simforge_ros.drivers.policy import Policy
 
 POLICIES = ("route", "torch")
@@ -25,7 +25,7 @@ def make_policy(name: str, params: Mapping[str, Any], planning_period_us: int | 
         try:
             scenario = load_scenario(params["scenario"])
         except ValueError as err:
-            raise ConfigError.single("driver", "scenario", "a valid scenario name or file", str(err)) from None
+            raise ConfigError.single("driver", "scenario", "a valid scenario name or file", Printed(str(err))) from None
         return RouteFollower(scenario)
     if name == "torch":
         from simforge_ros.drivers.torch_planner import TorchPlanner, from_params

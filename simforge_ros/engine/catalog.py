@@ -68,6 +68,15 @@ def _resolve(name_or_path: str | Path) -> Path:
     raise ScenarioError(str(name_or_path), "name", f"one of {list_scenarios()}", str(name_or_path))
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """Where and what, on one line: "line 62, column 17: expected ',' or '}', but got
+    '<stream end>'" (PyYAML's own text spans several lines and quotes the source)."""
+    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+    if mark is None or problem is None:
+        return " ".join(str(err).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load and validate a scenario by name or path; ScenarioError names file and field."""
     path = _resolve(name_or_path)
@@ -75,5 +84,5 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
     try:
         doc = yaml.load(source, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as err:
-        raise ScenarioError(path, "<document>", "valid YAML", str(err).replace("\n", " ")) from err
+        raise ScenarioError(path, "<document>", "valid YAML", _yaml_problem(err)) from err
     return build_scenario(doc, path, source, hashlib.sha256(source).hexdigest())

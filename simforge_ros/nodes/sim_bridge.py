@@ -23,7 +23,7 @@ from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
 from simforge_ros.backends.base import RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
-from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Refusal
+from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, Refusal
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
@@ -74,7 +74,7 @@ class SimBridge:
         try:
             backend = BACKENDS[values["backend"]](values["scenario"], tick_us, values["width"], values["height"])
         except ValueError as err:  # ScenarioError is a ValueError naming file and field
-            raise ConfigError.single(NAME, "scenario", "a valid scenario name or file", str(err)) from None
+            raise ConfigError.single(NAME, "scenario", "a valid scenario name or file", Printed(str(err))) from None
         self._cameras = tuple(values["cameras"])
         known = tuple(backend.camera_names)
         if any(c not in known for c in self._cameras) or len(set(self._cameras)) != len(self._cameras):

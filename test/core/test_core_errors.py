@@ -80,6 +80,10 @@ def test_config_error_reports_every_problem() -> None:
         # configuration error came back as a participant_error)
         E.Problem("sim_bridge", "scenario", "a valid scenario name or file",
                   "/tmp/rt.yaml: duration_us: expected integer microseconds, got '2.2e7'"),
+        # ... as the nodes quote it now: the file's own problem as it printed, not its repr
+        E.Problem("driver", "scenario", "a valid scenario name or file", E.Printed(
+            "/tmp/rt.yaml: <document>: expected valid YAML, got \"line 2, column 1: expected ',' or ']', but "
+            "got '<stream end>'\"")),
     ],
 )
 def test_a_problem_printed_by_another_process_parses_back_to_the_same_line(problem) -> None:

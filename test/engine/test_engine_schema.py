@@ -194,6 +194,8 @@ def test_handover_must_start_at_ego_start(write_doc, minimal_doc):
 def test_bad_yaml_and_unknown_name(write_doc):
     err = _refused(write_doc, "name: [unclosed\n")
     assert err.field == "<document>"
+    # where and what on one line, not PyYAML's several lines quoting the source
+    assert err.got == "line 2, column 1: expected ',' or ']', but got '<stream end>'"
     assert _refused(write_doc, "- just\n- a list\n").field == "<document>"
     with pytest.raises(ScenarioError) as info:
         load_scenario("no_such_scenario")
