@@ -24,11 +24,9 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.record.rundir import RunDir, RunDirError, load_run
+from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import parse, say
-
-PARAMS_FILE = "params.yaml"
 
 
 def read_params(path: Path) -> dict[str, dict[str, Any]]:
@@ -76,7 +74,7 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     }
     faults = bridge.get("faults") or []
     if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
-        raise RunDirError(run.path / PARAMS_FILE, f"sim_bridge.faults: expected a list of fault specs, got {faults!r}")
+        raise RunDirError(run.path / PARAMS, f"sim_bridge.faults: expected a list of fault specs, got {faults!r}")
     # values go in as the file has them: runner.node_params validates them, naming the field
     return RunSpec(
         scenario=bridge["scenario"],
@@ -157,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args
     try:
         kept = load_run(args.run)
-        params = read_params(kept.path / PARAMS_FILE)
+        params = read_params(kept.path / PARAMS)
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
         out_dir = ((args.out or kept.path.parent) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))

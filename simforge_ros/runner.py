@@ -41,6 +41,7 @@ from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_do
 from simforge_ros.params import spec as spec_of
 from simforge_ros.params import validate
 from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV
+from simforge_ros.record.rundir import PARAMS
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
@@ -235,7 +236,7 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         if spec.record:
             _check_room(spec.out_dir, params)
         spec.out_dir.mkdir(parents=True, exist_ok=True)
-        params_file = spec.out_dir / "params.yaml"
+        params_file = spec.out_dir / PARAMS
         write_params_file(params_file, params)
         lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
         if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same

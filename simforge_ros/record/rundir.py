@@ -23,6 +23,7 @@ FORMAT = 1
 """The run directory format these tools read."""
 MANIFEST = "manifest.json"
 STEPS = "steps.jsonl"
+PARAMS = "params.yaml"  # what `simforge run` started the nodes with (rerun, salvage)
 STATUSES = ("counted", "refused")
 STORAGES = ("mcap", "sqlite3")
 STEP_KEYS = (
@@ -183,7 +184,7 @@ def _made_without_record(path: Path) -> bool:
     import yaml
 
     try:
-        params = yaml.safe_load((path / "params.yaml").read_text())
+        params = yaml.safe_load((path / PARAMS).read_text())
         return params["clock_master"]["ros__parameters"]["record"] is False
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
         return False

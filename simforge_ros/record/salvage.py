@@ -34,7 +34,7 @@ from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
 from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
-from simforge_ros.record.rundir import MANIFEST, STEPS, RunDirError, iter_kept_steps, step_records_of
+from simforge_ros.record.rundir import MANIFEST, PARAMS, STEPS, RunDirError, iter_kept_steps, step_records_of
 from simforge_ros.tools import parse, say
 
 _WHENEVER = frozenset((topics.STATUS, topics.NODE_PARAMS))
@@ -200,7 +200,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
 
     prefix = read_mcap_prefix(bag)
     try:
-        run_id = str(read_params(run / "params.yaml")["clock_master"].get("run_id") or run.name)
+        run_id = str(read_params(run / PARAMS)["clock_master"].get("run_id") or run.name)
     except RunDirError:  # no usable parameter file: the directory names the run
         run_id = run.name
     steps = _replay(prefix, out, run_id, given)
@@ -214,7 +214,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
             raise SalvageError(f"step {mine['step']}: the bag's records chain to {mine['digest'][:16]}, "
                                f"{STEPS} says {str(theirs.get('digest'))[:16]}: the bag and the record disagree")
         agree += 1
-    for name in ("params.yaml", "logs"):
+    for name in (PARAMS, "logs"):
         source = run / name
         if source.is_dir():
             shutil.copytree(source, out / name)
