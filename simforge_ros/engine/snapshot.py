@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from simforge_ros.core.errors import EXIT_USAGE
+from simforge_ros.core.limits import IMAGE_SIDE, INT64
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.values import Pose2D
 from simforge_ros.drivers.policy import Observation
@@ -119,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-topdown", action="store_true", help="skip <scenario>_topdown.png")
     parser.add_argument("--topdown-only", action="store_true", help="write only <scenario>_topdown.png")
     args = parser.parse_args(argv)
+    problem = _flag_problem(args)
+    if problem:
+        say("render", problem)
+        return EXIT_USAGE
     cameras = [c for c in (args.cameras or "chase,front").split(",") if c]
     if Path(args.scenario).is_dir():  # a kept run: its cameras are what its steps name
         if args.topdown_only:
@@ -149,6 +154,20 @@ def main(argv: list[str] | None = None) -> int:
     for p in written:
         print(p)
     return 0
+
+
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """The first flag outside what a run could have been made with, worded as `simforge
+    run` words its own (the flag, the expected form, the value), before anything is drawn."""
+    for flag, value in (("--width", args.width), ("--height", args.height)):
+        if not IMAGE_SIDE[0] <= value <= IMAGE_SIDE[1]:
+            return f"{flag}: expected an integer in [{IMAGE_SIDE[0]}, {IMAGE_SIDE[1]}], got {value}"
+    if not 0 <= args.seed <= INT64[1]:
+        return f"--seed: expected an integer in [0, {INT64[1]}], got {args.seed}"
+    if args.decision_us <= 0 or args.decision_us % DEFAULT_TICK_US:
+        return (f"--decision-us: expected a positive multiple of the engine's tick, {DEFAULT_TICK_US} us, "
+                f"got {args.decision_us}")
+    return None
 
 
 def _render_run(path: Path, step: int | None, out: str, cameras: list[str] | None) -> int:

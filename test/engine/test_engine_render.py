@@ -120,8 +120,13 @@ def test_png_roundtrip_and_snapshot(tmp_path):
     (["--step", "221"], "simforge render: step: expected a decision step from 0 to 220 (right_turn lasts 22 s, "
                         "a step is 100000 us), got 221"),
     (["--step", "-1"], "got -1"),
-    (["--step", "3", "--decision-us", "33333"], "decision_us 33333 must be a positive multiple of tick_us 20000"),
-    (["--step", "3", "--width", "99999"], "width must be an integer in [2, 8192], got 99999"),
+    (["--step", "3", "--decision-us", "33333"],
+     "simforge render: --decision-us: expected a positive multiple of the engine's tick, 20000 us, got 33333"),
+    (["--decision-us", "0"], "--decision-us: expected a positive multiple of the engine's tick, 20000 us, got 0"),
+    (["--step", "3", "--width", "99999"], "simforge render: --width: expected an integer in [2, 8192], got 99999"),
+    (["--height", "1"], "simforge render: --height: expected an integer in [2, 8192], got 1"),
+    (["--seed", "-1"], "simforge render: --seed: expected an integer in [0, 9223372036854775807], got -1"),
+    (["--seed", str(2**63)], "--seed: expected an integer in [0, 9223372036854775807], got 9223372036854775808"),
 ])
 def test_render_refuses_a_step_outside_the_scenario_in_one_line(tmp_path, capsys, args, said):
     assert main(["right_turn", "--out", str(tmp_path), "--no-topdown", *args]) == 2
