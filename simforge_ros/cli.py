@@ -233,8 +233,10 @@ def _run(args: argparse.Namespace) -> int:
             break  # interrupted: the remaining --repeat runs are not started
         if result.status == "counted":
             for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
-                print(f"simforge: note: {fault.spec()} did not fire: the run ended after {result.steps} steps",
-                      file=sys.stderr)
+                why = f"the run ended after {result.steps} steps"
+                if fault.kind == "lose_answer" and fault.node == "recorder":  # its one answer is Finish's
+                    why = f"the recorder's K is the step count its Finish names, and this run's was {result.steps}"
+                print(f"simforge: note: {fault.spec()} did not fire: {why}", file=sys.stderr)
     failed = [r for r in results if r.status != "counted"]
     if not failed:
         return 0

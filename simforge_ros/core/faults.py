@@ -142,20 +142,24 @@ def parse_fault(spec: str) -> Fault:
     pattern = _PATTERNS.get(kind)
     if pattern is None:
         raise _bad(spec, _ALL_FORMS)
-    expected = f"{FORMS[kind]} (K a step >= 0" + (
-        f", NODE in {', '.join(NODES)})" if kind in _NODE_KINDS else ")"
+    terms = (["K a step >= 0"] if "@K" in FORMS[kind] else []) + (
+        [f"NODE in {', '.join(NODES)}"] if kind in _NODE_KINDS else []
     )
+    expected = f"{FORMS[kind]} ({', '.join(terms)})" if terms else FORMS[kind]
     match = pattern.fullmatch(text)
     if match is None:
         raise _bad(spec, expected)
     groups = match.groupdict()
     reals = [groups[k] for k in ("m", "deg", "ms", "eps") if groups.get(k) is not None]
+    def bounded(bound: str) -> str:
+        return f"{FORMS[kind]} ({', '.join([*terms, bound])})"
+
     if not all(math.isfinite(float(r)) for r in reals):
-        raise _bad(spec, expected.replace(")", ", values finite)", 1))
+        raise _bad(spec, bounded("values finite"))
     if any(abs(float(groups[k])) > MAX_MAGNITUDE for k in ("m", "eps") if groups.get(k) is not None):
-        raise _bad(spec, expected.replace(")", f", values within ±{MAX_MAGNITUDE:.0f})", 1))
+        raise _bad(spec, bounded(f"values within ±{MAX_MAGNITUDE:.0f}"))
     if groups.get("us") is not None and abs(int(groups["us"])) > MAX_OFFSET_US:
-        raise _bad(spec, expected.replace(")", f", US within ±{MAX_OFFSET_US})", 1))
+        raise _bad(spec, bounded(f"US within ±{MAX_OFFSET_US}"))
     step = int(groups["step"]) if groups.get("step") is not None else None
     if kind == "rig_offset":
         return Fault(kind, offset_m=float(groups["m"]), offset_deg=float(groups["deg"]))

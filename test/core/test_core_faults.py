@@ -72,6 +72,27 @@ def test_bad_specs_are_config_errors(spec: str) -> None:
     assert "@" in problem.expected or "=" in problem.expected
 
 
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("drop_frame@x", "drop_frame@K (K a step >= 0)"),
+        ("kill=foo@3", "kill=NODE@K (K a step >= 0, NODE in sim_bridge, driver, recorder)"),
+        # the forms without a step say nothing about K
+        ("jitter=abc", "jitter=MAX_MS"),
+        ("jitter=-1", "jitter=MAX_MS with MAX_MS >= 0"),
+        ("rig_offset=1", "rig_offset=METRES,DEGREES"),
+        ("rig_offset=1e999,0", "rig_offset=METRES,DEGREES (values finite)"),
+        ("rig_offset=1000001,0", "rig_offset=METRES,DEGREES (values within ±1000000)"),
+        ("perturb_state=1e300@1", "perturb_state=EPS@K (K a step >= 0, values within ±1000000)"),
+        ("time_offset=86400000001@1", "time_offset=US@K (K a step >= 0, US within ±86400000000)"),
+    ],
+)
+def test_the_expected_form_names_only_what_the_kind_has(spec: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fault(spec)
+    assert info.value.problems[0].expected == expected
+
+
 def test_unknown_kind_lists_every_form() -> None:
     with pytest.raises(ConfigError) as info:
         parse_fault("explode@3")

@@ -252,9 +252,11 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     assert "refused:missing_frame at step 3" in refused.stdout
     # a fault the run never reached is named, not silently counted as injected
     unfired = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--inject", "drop_frame@7",
-                       "--out", str(tmp_path / "runs"), cwd=tmp_path)
+                       "--inject", "lose_answer=recorder@1", "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert unfired.returncode == 0
     assert "simforge: note: drop_frame@7 did not fire: the run ended after 3 steps" in unfired.stderr
+    assert ("simforge: note: lose_answer=recorder@1 did not fire: the recorder's K is the step count its Finish "
+            "names, and this run's was 3") in unfired.stderr
 
 
 @pytest.mark.parametrize(
