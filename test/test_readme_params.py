@@ -1,0 +1,64 @@
+"""The README's parameter table against the nodes' declared parameters: a default or a name
+that drifted there would send a user to a value the nodes do not have."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.params import NODE_PARAMS, ParamSpec
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_ROW = re.compile(r"^\| (`[^|]+) \| ([^|]+) \| [^|]+ \|$")
+
+
+def _shown(item: ParamSpec) -> str:
+    """A default as the table writes it."""
+    value = item.default
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return f"`[{', '.join(value)}]`"
+    if value == "":
+        return '""'
+    return str(value)
+
+
+def _names(cell: str) -> list[str]:
+    """`node.a` / `b` and `node.a_m` / `_deg` and `node.a`, `node.b`: full names, in order."""
+    names: list[str] = []
+    for token in re.findall(r"`([^`]+)`", cell):
+        if "." in token:
+            names.append(token)
+            continue
+        node, last = names[-1].split(".")
+        names.append(f"{node}.{last.rsplit('_', 1)[0]}{token}" if token.startswith("_") else f"{node}.{token}")
+    return names
+
+
+def _rows() -> list[tuple[str, str]]:
+    rows = []
+    for line in README.read_text(encoding="utf-8").splitlines():
+        match = _ROW.match(line)
+        if match and "." in match.group(1) and match.group(1).split("`")[1].split(".")[0] in NODE_PARAMS:
+            names = _names(match.group(1))
+            cell = match.group(2).strip()
+            defaults = [cell] if len(names) == 1 else re.split(r" / |, ", cell)
+            assert len(defaults) == len(names), line
+            rows.extend(zip(names, defaults, strict=True))
+    return rows
+
+
+def test_the_table_is_found() -> None:
+    assert len(_rows()) >= 20
+
+
+@pytest.mark.parametrize(("name", "default"), _rows())
+def test_each_default_the_readme_gives_is_the_nodes(name: str, default: str) -> None:
+    node, param = name.split(".")
+    (item,) = [s for s in NODE_PARAMS[node] if s.name == param]
+    assert default == _shown(item)
