@@ -1,5 +1,5 @@
-"""The README's parameter table against the nodes' declared parameters: a default or a name
-that drifted there would send a user to a value the nodes do not have."""
+"""The README's tables against the code they describe: a default, a refusal's exit status or
+a fault form that drifted there would send a user to something the tools do not do."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from simforge_ros.core.errors import REFUSALS
+from simforge_ros.core.faults import FORMS
 from simforge_ros.params import NODE_PARAMS, ParamSpec
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -62,3 +64,16 @@ def test_each_default_the_readme_gives_is_the_nodes(name: str, default: str) -> 
     node, param = name.split(".")
     (item,) = [s for s in NODE_PARAMS[node] if s.name == param]
     assert default == _shown(item)
+
+
+def test_the_readme_table_lists_every_refusal_with_its_exit_status() -> None:
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d+) \| ", README.read_text(encoding="utf-8"), re.MULTILINE)
+    assert {code: int(status) for code, status in rows} == {
+        code: cls.exit_code for code, cls in REFUSALS.items()
+    }
+    assert len(rows) == len(REFUSALS)  # each once
+
+
+def test_the_readme_names_every_fault_form() -> None:
+    section = README.read_text(encoding="utf-8").split("**Fault injection**", 1)[1].split("\n\n", 1)[0]
+    assert [form for form in FORMS.values() if f"`{form}`" not in section] == []
