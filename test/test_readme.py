@@ -11,6 +11,7 @@ import pytest
 from simforge_ros.core.errors import REFUSALS
 from simforge_ros.core.faults import FORMS
 from simforge_ros.params import NODE_PARAMS, ParamSpec
+from simforge_ros.runner import RunResult
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _ROW = re.compile(r"^\| (`[^|]+) \| ([^|]+) \| [^|]+ \|$")
@@ -77,3 +78,10 @@ def test_the_readme_table_lists_every_refusal_with_its_exit_status() -> None:
 def test_the_readme_names_every_fault_form() -> None:
     section = README.read_text(encoding="utf-8").split("**Fault injection**", 1)[1].split("\n\n", 1)[0]
     assert [form for form in FORMS.values() if f"`{form}`" not in section] == []
+
+
+def test_the_readme_names_every_key_of_run_json() -> None:
+    sentence = README.read_text(encoding="utf-8").split("`--json` prints one object per run with", 1)[1]
+    named = re.findall(r"`([a-z_]+)`", sentence.split(".\n", 1)[0])
+    fields = RunResult("r", "s", 0, "", "counted", None, "d", 0).to_dict()
+    assert sorted(key for key in named if key not in ("counted", "refused")) == sorted(fields)
