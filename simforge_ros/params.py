@@ -37,6 +37,15 @@ class ParamSpec:
     minimum: int | None = None  # an int's range with maximum; a float's lower bound
     maximum: int | None = None  # ints only
 
+    def limits(self) -> str:
+        """The range as `ros2 param describe` and a node's --help show it ("" when none)."""
+        if self.kind == "int" and (self.minimum is not None or self.maximum is not None or self.positive):
+            low = self.minimum if self.minimum is not None else (1 if self.positive else None)
+            return f"{low if low is not None else ''}..{self.maximum if self.maximum is not None else ''}"
+        if self.positive:
+            return "> 0"
+        return f">= {self.minimum}" if self.minimum is not None else ""
+
 
 
 def _period(name: str, default_us: int | None, doc: str, positive: bool = False,

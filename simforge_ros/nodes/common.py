@@ -59,14 +59,7 @@ def _descriptor(item: ParamSpec, read_only: bool = True) -> ParameterDescriptor:
     node reads its parameters once, at start-up, so a `ros2 param set` mid-run would
     change nothing and is refused instead. (The range is checked by params.coerce, which
     names the node and field, not by rclpy.)"""
-    if item.kind == "int" and (item.minimum is not None or item.maximum is not None or item.positive):
-        low = item.minimum if item.minimum is not None else (1 if item.positive else None)
-        limits = f"{low if low is not None else ''}..{item.maximum if item.maximum is not None else ''}"
-    elif item.positive:
-        limits = "> 0"
-    else:
-        limits = f">= {item.minimum}" if item.minimum is not None else ""
-    return ParameterDescriptor(description=item.doc, additional_constraints=limits, read_only=read_only,
+    return ParameterDescriptor(description=item.doc, additional_constraints=item.limits(), read_only=read_only,
                                type=_TYPES[item.kind].value)
 
 
@@ -349,7 +342,8 @@ def help_requested(node_name: str, argv: list[str]) -> bool:
     print(f"simforge_ros {node_name} node. Parameters:")
     for item in NODE_PARAMS[node_name]:
         default = "unset" if item.default is None else repr(item.default)
-        print(f"  {item.name:24s} {item.kind:9s} default {default}: {item.doc}")
+        limits = f" [{item.limits()}]" if item.limits() else ""
+        print(f"  {item.name:24s} {item.kind:9s} default {default}{limits}: {item.doc}")
     return True
 
 

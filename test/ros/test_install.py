@@ -33,8 +33,13 @@ def test_node_executable_starts_and_answers_help(node, tmp_path):
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert f"simforge_ros {node} node" in out.stdout
+    lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.startswith("  ")}
     for item in NODE_PARAMS[node]:
-        assert item.name in out.stdout
+        assert item.name in lines
+        # the range `ros2 param describe` shows, where there is one
+        assert not item.limits() or f" [{item.limits()}]: " in lines[item.name], lines[item.name]
+    if node == "sim_bridge":
+        assert "default 320 [2..8192]: camera image width" in lines["width"]
 
 
 def test_console_scripts_installed():
