@@ -183,6 +183,9 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.seed is not None and not 0 <= args.seed <= INT64[1]:
         raise ConfigError.single("--seed", "seed", f"an integer in [0, {INT64[1]}]", args.seed)
+    if args.steps is not None and not 0 <= args.steps <= INT64[1]:
+        raise ConfigError.single("--steps", "steps", f"an integer in [0, {INT64[1]}] (0: the whole scenario)",
+                                 args.steps)
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
     driver = args.driver if args.driver is not None else options.get("driver", "route")

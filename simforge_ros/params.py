@@ -61,7 +61,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         # a period of 0 or less, or a negative latency, is a bad value like any other: named
         # at start-up (exit 2), not a run begun and refused at step 0 by the bridge
         *_period("decision", DEFAULT_DECISION_US, "decision interval: step k is at k * decision_us", positive=True),
-        ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us"),
+        ParamSpec("steps", "int", 0, "steps to run; 0 = the scenario's duration / decision_us", minimum=0),
         *_period("latency", 0, "driver latency, a whole number of steps", minimum=0),
         ParamSpec("seed", "int", 0, "run seed, handed to every participant", minimum=0),
         ParamSpec("run_id", "str", "", "run id (bookkeeping only; never hashed)"),

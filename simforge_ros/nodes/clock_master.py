@@ -249,8 +249,6 @@ class ClockMaster:
             record=values["record"],
             recorder_backlog_steps=values["recorder_backlog_steps"],
         )
-        if values["steps"] < 0:
-            raise ConfigError.single(NAME, "steps", "an integer >= 0", values["steps"])
         self._clock_pub = self.node.create_publisher(Clock, topics.CLOCK, RECORD_QOS)
         self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
         self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)

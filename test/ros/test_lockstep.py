@@ -269,6 +269,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--latency-ms", "0.0001"], "--latency-ms"),
         (["run", "right_turn", "--latency-ms", "nan"], "--latency-ms: latency: expected a whole number"),
         (["run", "right_turn", "--seed", "-1"], "--seed: seed: expected an integer in [0, "),
+        (["run", "right_turn", "--steps", "-1"], "--steps: steps: expected an integer in [0, 9223372036854775807]"),
         (["run", "right_turn", "--set", "sim_bridge.width=100000"], "sim_bridge.width: expected an integer in [2,"),
         (["run", "right_turn", "--layout", "single", "--inject", "kill=driver@3"], "only with --layout processes"),
         (["run", "right_turn", "--repeat", "zero"], "invalid int value"),
@@ -321,7 +322,7 @@ _NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
          "sim_bridge: cameras: expected a list of distinct cameras from chase, front, left, rear, right, "
          "got ['front', 'sky']"),
         ("single", {"sim_bridge": {"cameras": ["front", "front"]}}, "got ['front', 'front']"),
-        ("processes", {"clock_master": {"steps": -3}}, "clock_master: steps: expected an integer >= 0, got -3"),
+        ("processes", {"clock_master": {"steps": -3}}, "steps: expected an integer in [0, 9223372036854775807], got -3"),
         ("processes", {"recorder": {"storage": "parquet"}},
          "recorder: storage: expected one of mcap, sqlite3, got 'parquet'"),
         # a fault on a camera the bridge does not render never fired, and the run was counted
