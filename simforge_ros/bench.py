@@ -532,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline_s = args.deadline_s if args.deadline_s is not None else (
         DEADLINE_QUICK_S if args.quick else DEADLINE_FULL_S)
     if not deadline_s > 0:
-        print(f"simforge bench: --deadline-s must be a number of seconds > 0, got {args.deadline_s!r}",
+        print(f"simforge bench: --deadline-s: expected a number of seconds > 0, got {args.deadline_s:g}",
               file=sys.stderr)
         return EXIT_USAGE
     try:

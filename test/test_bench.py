@@ -301,7 +301,9 @@ def test_watchdog_stays_quiet_when_the_bench_finishes_in_time():
 
 def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
     assert bench.main(["--quick", "--deadline-s", "0"]) == 2
-    assert "--deadline-s must be a number of seconds > 0" in capsys.readouterr().err
+    assert capsys.readouterr().err == "simforge bench: --deadline-s: expected a number of seconds > 0, got 0\n"
+    assert bench.main(["--quick", "--deadline-s", "nan"]) == 2
+    assert capsys.readouterr().err == "simforge bench: --deadline-s: expected a number of seconds > 0, got nan\n"
 
 
 def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys, monkeypatch):
