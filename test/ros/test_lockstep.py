@@ -322,7 +322,8 @@ _NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
          "sim_bridge: cameras: expected a list of distinct cameras from chase, front, left, rear, right, "
          "got ['front', 'sky']"),
         ("single", {"sim_bridge": {"cameras": ["front", "front"]}}, "got ['front', 'front']"),
-        ("processes", {"clock_master": {"steps": -3}}, "steps: expected an integer in [0, 9223372036854775807], got -3"),
+        ("processes", {"clock_master": {"steps": -3}},
+         "steps: expected an integer in [0, 9223372036854775807], got -3"),
         ("processes", {"recorder": {"storage": "parquet"}},
          "recorder: storage: expected one of mcap, sqlite3, got 'parquet'"),
         # a fault on a camera the bridge does not render never fired, and the run was counted
