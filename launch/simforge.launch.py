@@ -40,8 +40,9 @@ def generate_launch_description() -> LaunchDescription:
     params_file = cfg["params_file"]
     recorder = Node(package="simforge_ros", executable="recorder", name="recorder", output="screen",
                     parameters=[params_file, {"out_dir": cfg["out_dir"], "run_id": cfg["run_id"]}])
-    # the torch planner looks at the four surround cameras: with driver:=torch the bridge
-    # renders those, whatever the parameter file's rig (as `simforge run --driver torch`)
+    # the torch planner looks at the four surround cameras by default: with driver:=torch the
+    # bridge renders those, whatever the parameter file's rig (`simforge run --driver torch`
+    # renders driver.cameras; a launch argument cannot read the file's list)
     is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
                   parameters=[params_file, {"scenario": cfg["scenario"]}], condition=UnlessCondition(is_torch))

@@ -193,7 +193,7 @@ def _run(args: argparse.Namespace) -> int:
         file_sets.get("clock_master", {}).pop("latency_s", None)  # the command line's latency wins
     if driver == EXTERNAL:
         file_sets.pop("driver", None)  # no driver of ours starts: its section is not used (as in launch)
-    if driver == "torch":  # the planner's four cameras, whatever the file's rig (as in launch)
+    if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
         file_sets.get("sim_bridge", {}).pop("cameras", None)
     sets = _merged_sets(file_sets, _parse_set(args.set))
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)

@@ -141,11 +141,12 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
         "driver": {"policy": spec.driver, "scenario": spec.scenario, "faults": plan.specs()},
         "recorder": {"out_dir": str(spec.out_dir), "run_id": spec.run_id, "faults": plan.specs()},
     }
-    if spec.driver == "torch":
-        params["sim_bridge"]["cameras"] = list(SURROUND)
+    sets = validate(spec.sets, "--set")
+    if spec.driver == "torch":  # the bridge renders what the planner looks at (a --set of its own wins)
+        params["sim_bridge"]["cameras"] = list(sets.get("driver", {}).get("cameras", SURROUND))
     if spec.driver == EXTERNAL:
         del params["driver"]
-    for node, values in validate(spec.sets, "--set").items():
+    for node, values in sets.items():
         for name, value in values.items():
             if name.endswith("_s"):
                 params[node].pop(name[:-2] + "_us", None)  # seconds replace a default in us

@@ -22,7 +22,19 @@ SPECS = [
                   "clock_master": {"decision_s": 0.05, "participant_timeout_ms": 9000}}),
     RunSpec("/scenarios/mine.yaml", Path("/runs/a"), "a", record=False,
             sets={"driver": {"planning_period_s": 0.2}, "recorder": {"storage": "sqlite3"}}),
+    RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets={"driver": {"cameras": ["chase", "front"]}}),
 ]
+
+
+def test_the_bridge_renders_what_the_torch_planner_looks_at() -> None:
+    """--driver torch gives the bridge the planner's cameras: the four surround ones, or
+    driver.cameras where it is set; a rig set for the bridge itself wins."""
+    assert node_params(SPECS[1])["sim_bridge"]["cameras"] == ["front", "left", "rear", "right"]
+    assert node_params(SPECS[-1])["sim_bridge"]["cameras"] == ["chase", "front"]
+    own = RunSpec("right_turn", Path("/runs/a"), "a", driver="torch",
+                  sets={"driver": {"cameras": ["front"]}, "sim_bridge": {"cameras": ["front", "rear"]}})
+    assert node_params(own)["sim_bridge"]["cameras"] == ["front", "rear"]
+    assert "cameras" not in node_params(SPECS[0])["sim_bridge"]  # the route follower: the default rig
 
 
 def _without_names(params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

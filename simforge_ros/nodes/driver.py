@@ -231,7 +231,7 @@ class Driver:
             for camera in self.policy.cameras_at(step):
                 stamp = named.get(camera)
                 if stamp is None:
-                    raise MissingFrame(step, f"the observation names no {camera} frame for t={t_us} us")
+                    raise MissingFrame(step, _unnamed(self.policy.name, camera, step, t_us, tuple(named)))
                 if stamp.t_us != t_us:
                     raise StaleFrame(step, f"{camera} frame is stamped {stamp.t_us} us, the step is at {t_us} us")
                 frames[camera] = await self._await_frame(camera, t_us, step)
@@ -261,6 +261,16 @@ class Driver:
                 del self._frames[old]
         return action
 
+
+
+def _unnamed(policy: str, camera: str, step: int, t_us: int, named: tuple[str, ...]) -> str:
+    """Why the frame a policy needs is not in the observation: a camera the bridge does not
+    render, or a step its camera period does not reach (both a setup mismatch, said so)."""
+    needs = f"the {policy} policy needs its {camera} frame at step {step} (t={t_us} us)"
+    if named:
+        return f"{needs}, and the bridge renders {', '.join(named)}: name {camera} in sim_bridge.cameras"
+    return (f"{needs}, and the bridge rendered no frame for this step: its camera period "
+            f"(sim_bridge.camera_period_us) must reach every step the policy needs frames at")
 
 def main(argv: list[str] | None = None) -> int:
     return run_participant(Driver, NAME, argv if argv is not None else sys.argv)

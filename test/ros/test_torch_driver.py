@@ -45,3 +45,31 @@ def test_probe_driver_replays_inputs_saved_in_a_run(tmp_path):
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["mode"] == "on" and row["calls"] == row["identical"] == 6
+
+
+@pytest.mark.parametrize(
+    ("sets", "step", "detail"),
+    [
+        # the planner plans every 5 steps, the bridge renders every 3: the first planning step
+        # past 0 without frames is refused, naming why
+        ({"sim_bridge": {"camera_period_us": 300_000}}, 5,
+         "driver: the torch policy needs its front frame at step 5 (t=500000 us), and the bridge rendered no "
+         "frame for this step: its camera period (sim_bridge.camera_period_us) must reach every step"),
+        # a rig set for the bridge itself that leaves out a camera the planner looks at
+        ({"sim_bridge": {"cameras": ["front", "left"]}, "driver": {"cameras": ["front", "rear"]}}, 0,
+         "driver: the torch policy needs its rear frame at step 0 (t=0 us), and the bridge renders front, left: "
+         "name rear in sim_bridge.cameras"),
+    ],
+)
+def test_a_frame_the_planner_needs_and_the_bridge_does_not_render_is_named(tmp_path, sets, step, detail):
+    result = lockstep(tmp_path, steps=8, driver="torch", layout="single", sets=sets)
+    assert result.status == "refused"
+    assert (result.refusal["code"], result.refusal["step"]) == ("missing_frame", step)
+    assert result.refusal["detail"].startswith(detail)
+
+
+def test_the_bridge_renders_the_cameras_the_planner_is_given(tmp_path):
+    result = lockstep(tmp_path, steps=6, driver="torch", layout="single",
+                      sets={"driver": {"cameras": ["chase", "front"]}})
+    assert result.status == "counted", result.refusal
+    assert set(steps_of(result)[5]["frames"]) == {"chase", "front"}
