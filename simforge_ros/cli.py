@@ -4,6 +4,7 @@
                  [--latency-ms MS] [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
                  [--inject SPEC ...] [--out DIR] [--json]
     simforge scenarios
+    simforge info RUN [--json]
     simforge verify RUN [--json]
     simforge diff RUN_A RUN_B [--json] [--force]
     simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
@@ -44,6 +45,7 @@ _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
 # the tools with parsers of their own: (command, module with main(argv), one-line summary)
 _TOOLS = (
     ("verify", "simforge_ros.record.verify", "recompute a run's digests from its bag alone and check them"),
+    ("info", "simforge_ros.record.info", "what a kept run is: its setup, its end, its digests and its bag"),
     ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
     ("rerun", "simforge_ros.rerun", "run a kept run again from its parameter file: did it repeat bit for bit?"),
     ("play", "simforge_ros.record.play", "publish a run's bag on its topics again, paced by its simulation time"),

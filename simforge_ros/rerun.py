@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, load_run
+from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import parse, say
 
@@ -52,13 +52,6 @@ def read_params(path: Path) -> dict[str, dict[str, Any]]:
     if "clock_master" not in params or "scenario" not in params.get("sim_bridge", {}):
         raise RunDirError(path, "expected the clock_master's parameters and the sim_bridge's scenario")
     return params
-
-
-def layout_of(run: RunDir) -> str:
-    """``single`` when every node the manifest names ran in one process, else ``processes``."""
-    pids = {(node.get("process") or {}).get("pid") for node in (run.manifest.get("nodes") or {}).values()
-            if isinstance(node, dict)}
-    return "single" if len(pids) == 1 and None not in pids else "processes"
 
 
 def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path, run_id: str,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from simforge_ros.record.rundir import RunDirError
-from simforge_ros.rerun import layout_of, read_params, spec_for
+from simforge_ros.record.rundir import RunDirError, layout_of
+from simforge_ros.rerun import read_params, spec_for
 from simforge_ros.runner import RunSpec, node_params, write_params_file
 
 SPECS = [

@@ -178,6 +178,13 @@ def load_run(path: Path) -> RunDir:
     return RunDir(path, manifest, steps)
 
 
+def layout_of(run: RunDir) -> str:
+    """``single`` when every node the manifest names ran in one process, else ``processes``."""
+    pids = {(node.get("process") or {}).get("pid") for node in (run.manifest.get("nodes") or {}).values()
+            if isinstance(node, dict)}
+    return "single" if len(pids) == 1 and None not in pids else "processes"
+
+
 def _made_without_record(path: Path) -> bool:
     """Whether the run directory's params.yaml (what `simforge run` started its nodes with)
     turned the recorder off."""

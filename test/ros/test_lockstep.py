@@ -4,6 +4,7 @@ every named refusal firing at the right step (and not otherwise)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 import warnings
@@ -250,6 +251,18 @@ def test_cli_run_json_and_exit_codes(tmp_path):
                        "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert refused.returncode == 12
     assert "refused:missing_frame at step 3" in refused.stdout
+    # `simforge info` of a live run: who answered, the rig, the layout, the bag's topics
+    said = simforge("info", rows[0]["run_dir"], cwd=tmp_path)
+    assert said.returncode == 0, said.stderr
+    lines = said.stdout.splitlines()
+    assert lines[1] == "status     counted, 8 steps"
+    assert re.fullmatch(r"driver     route \(node /driver, pid \d+ on .+\)", lines[3]), lines[3]
+    assert lines[4].startswith("bridge     embedded: cameras chase, front, every step, 320x180 (node /sim_bridge, ")
+    assert "layout     single" in lines
+    assert any(line.split() == ["/clock", "rosgraph_msgs/msg/Clock", "8"] for line in lines)
+    kept = tmp_path / "runs" / refused.stdout.split()[0]
+    said = simforge("info", str(kept), cwd=tmp_path)
+    assert said.stdout.splitlines()[1] == "status     refused: missing_frame at step 3; 3 steps recorded"
     # a fault the run never reached is named, not silently counted as injected
     unfired = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--inject", "drop_frame@7",
                        "--inject", "lose_answer=recorder@1", "--out", str(tmp_path / "runs"), cwd=tmp_path)

@@ -1,0 +1,206 @@
+"""`simforge info RUN`: what a kept run is, on one screen, as `ros2 bag info` is for a bag.
+
+A run directory answers "what ran, how did it end, what did it record" only to someone who
+reads its manifest's JSON; this says it in a few lines: the scenario and seed, the driver
+and the bridge's rig, the timing contract, the faults, how the run ended, its digests, its
+wall-clock time (recorded apart, in no digest) and its bag's topics with their message
+counts. It reads the manifest, steps.jsonl (validated, as every tool does) and the bag's
+index only, never a message, so it takes as long for a four-camera run as for any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from simforge_ros.core.errors import EXIT_USAGE, SimforgeError
+from simforge_ros.record.bag import BagError
+from simforge_ros.record.rundir import RunDir, layout_of, load_run
+from simforge_ros.tools import parse, say
+
+
+def bag_summary(path: Path) -> dict[str, Any]:
+    """The bag's size, message count, first and last log times (simulation time) and
+    topics (name, type, count), from its index alone.
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    from rosbags.rosbag2 import Reader
+
+    if not (path / "metadata.yaml").is_file():
+        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
+    try:
+        with Reader(path) as reader:
+            topics = sorted((c.topic, c.msgtype, c.msgcount) for c in reader.connections)
+            # rosbags' end_time is one past the last message's log time
+            count, start_ns, end_ns = reader.message_count, reader.start_time, reader.end_time - 1
+    except Exception as err:
+        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+    size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+    return {
+        "bytes": size, "messages": count,
+        # a bag with no message has no span (rosbags reports its sentinels)
+        "start_ns": start_ns if count else None, "end_ns": end_ns if count else None,
+        "topics": [{"topic": t, "type": m, "messages": n} for t, m, n in topics],
+    }
+
+
+def run_info(run: RunDir) -> dict[str, Any]:
+    """What `simforge info --json` prints: the manifest's answers, named plainly."""
+    manifest = run.manifest
+    nodes: Mapping[str, Any] = manifest.get("nodes") or {}
+    bridge = (nodes.get("sim_bridge") or {}).get("params") or {}
+    driver_node = nodes.get("driver") or {}
+    participants: Mapping[str, Any] = manifest.get("participants") or {}
+    driver = participants.get("driver") or {}
+    policy = "external" if driver.get("external") or "driver" not in nodes else (
+        (driver_node.get("params") or {}).get("policy"))
+    wall = manifest.get("wall") or {}
+    try:
+        bag: dict[str, Any] | None = {"storage": manifest["bag"]["storage"], **bag_summary(run.bag_path)}
+        bag_problem = None
+    except SimforgeError as err:  # a bag the recorder could not finish: said, the rest shown
+        bag, bag_problem = None, str(err)
+    return {
+        "run_id": manifest["run_id"],
+        "run_dir": str(run.path),
+        "scenario": manifest.get("scenario"),
+        "seed": manifest.get("seed"),
+        "status": manifest["status"],
+        "refusal": manifest["refusal"],
+        "steps": manifest["steps"],
+        "expected_steps": manifest["expected_steps"],
+        "layout": layout_of(run),
+        "driver": {"policy": policy, **{k: driver.get(k) for k in ("node", "pid", "host")}},
+        "bridge": {"backend": bridge.get("backend"), "cameras": bridge.get("cameras"),
+                   "camera_period_us": bridge.get("camera_period_us"),
+                   "width": bridge.get("width"), "height": bridge.get("height"),
+                   **{k: (participants.get("sim_bridge") or {}).get(k) for k in ("node", "pid", "host")}},
+        "contract": manifest.get("contract"),
+        "faults": manifest.get("faults") or [],
+        "contacts": (manifest.get("contacts") or {}).get("total"),
+        "chain_digest": manifest["chain_digest"],
+        "frames_digest": manifest["frames_digest"],
+        "world_digest": manifest.get("world_digest"),
+        "wall": {"start_ns": wall.get("start_ns"), "end_ns": wall.get("end_ns"), "step_ns": wall.get("step_ns")},
+        "record_failure": manifest.get("record_failure"),
+        "bag": bag,
+        "bag_problem": bag_problem,
+        "versions": manifest.get("versions") or {},
+    }
+
+
+def _ms(ns: object) -> str:
+    return f"{ns / 1e6:.2f} ms" if isinstance(ns, int) else "?"
+
+
+def _process(part: Mapping[str, Any]) -> str:
+    where = [f"node {part['node']}"] if part.get("node") else []
+    if part.get("pid") is not None:
+        where.append(f"pid {part['pid']} on {part.get('host') or '?'}")
+    return f" ({', '.join(where)})" if where else ""
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def describe(info: Mapping[str, Any]) -> list[str]:
+    """The lines `simforge info` prints."""
+    refusal = info["refusal"]
+    status = f"counted, {info['steps']} steps" if refusal is None else (
+        f"refused: {refusal.get('code')} at step {refusal.get('step')}; {info['steps']} steps recorded")
+    bridge, contract = info["bridge"], info["contract"]
+    cameras = bridge.get("cameras")
+    rig = "no camera" if not cameras else (
+        f"cameras {', '.join(cameras)}, "
+        + ("every step" if not bridge.get("camera_period_us") else f"every {bridge['camera_period_us']} us")
+        + (f", {bridge['width']}x{bridge['height']}" if bridge.get("width") else ""))
+    lines = [
+        f"run        {info['run_id']}",
+        f"status     {status}",
+    ]
+    if refusal is not None and refusal.get("detail"):
+        lines.append(f"           {refusal['detail']}")
+    lines += [
+        f"scenario   {info['scenario']}, seed {info['seed']}",
+        f"driver     {info['driver']['policy'] or '?'}{_process(info['driver'])}",
+        f"bridge     {bridge.get('backend') or '?'}: {rig}{_process(bridge)}",
+        f"layout     {info['layout']}",
+    ]
+    if contract:
+        lines.append(f"contract   a step is {contract['decision_us']} us = {contract.get('ticks_per_step')} ticks of "
+                     f"{contract.get('tick_us')} us; latency {contract.get('latency_steps')} steps")
+    lines += [
+        f"faults     {', '.join(info['faults']) or 'none'}",
+        f"contacts   {info['contacts'] if info['contacts'] is not None else '?'}",
+        f"digests    chain {info['chain_digest'][:16]}  frames {(info['frames_digest'] or 'none')[:16]}  "
+        f"world {(info['world_digest'] or 'none')[:16]}",
+    ]
+    wall = info["wall"]
+    if isinstance(wall.get("start_ns"), int) and isinstance(wall.get("end_ns"), int):
+        began = datetime.fromtimestamp(wall["start_ns"] / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        step = wall.get("step_ns") or {}
+        lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s; a step: median "
+                     f"{_ms(step.get('median'))}, p99 {_ms(step.get('p99'))}, max {_ms(step.get('max'))} "
+                     "(wall-clock time, in no digest)")
+    if info.get("record_failure"):
+        lines.append(f"record     failed: {info['record_failure']}")
+    bag = info["bag"]
+    if bag is None:
+        lines.append(f"bag        {info['bag_problem']}")
+    else:
+        span = "" if bag["start_ns"] is None else f", {(bag['end_ns'] - bag['start_ns']) / 1e9:g} s of simulation time"
+        lines.append(f"bag        {bag['storage']}, {_size(bag['bytes'])}: {bag['messages']} messages on "
+                     f"{len(bag['topics'])} topics{span}")
+        width = max((len(t["topic"]) for t in bag["topics"]), default=0)
+        kinds = max((len(t["type"]) for t in bag["topics"]), default=0)
+        lines += [f"             {t['topic']:{width}s}  {t['type']:{kinds}s}  {t['messages']:>7d}"
+                  for t in bag["topics"]]
+    versions = info["versions"]
+    shown = [f"{name} {versions[name]}" for name in ("simforge_ros", "python", "rclpy", "numpy") if name in versions]
+    torch = (versions.get("packages") or {}).get("torch")
+    if torch:
+        shown.append(f"torch {torch}")
+    if shown:
+        lines.append(f"versions   {', '.join(shown)}")
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge info", description="Say what a kept run is: its setup, its end, its digests and its bag."
+    )
+    parser.add_argument("run", type=Path, help="the run directory")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 when the run could be read (whatever its status), 2 when it could not."""
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    try:
+        info = run_info(load_run(args.run))
+    except SimforgeError as err:  # RunDirError: one line, never a traceback
+        say("info", err)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(info, sort_keys=True))
+    else:
+        print("\n".join(describe(info)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""`simforge info RUN` on fabricated runs: what it reads from the manifest and the bag's
+index, and what it says when the run or its bag cannot be read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from simforge_ros.record.info import describe, main, run_info
+from simforge_ros.record.rundir import load_run
+
+
+def test_a_counted_run_its_setup_digests_and_topics(make_run):
+    run = make_run("kept", steps=60)
+    info = run_info(load_run(run))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert (info["status"], info["steps"], info["refusal"]) == ("counted", 60, None)
+    assert info["chain_digest"] == manifest["chain_digest"] and info["frames_digest"] == manifest["frames_digest"]
+    assert info["contract"]["decision_us"] == 50_000 and info["contacts"] == 1
+    bag = info["bag"]
+    counts = {t["topic"]: t["messages"] for t in bag["topics"]}
+    # the cameras of the fabricated rig: front every step, rear every 2nd, top every 3rd
+    assert (counts["/clock"], counts["/simforge/timing"]) == (60, 60)
+    assert counts["/simforge/camera/front/image_raw"] == 60
+    assert counts["/simforge/camera/rear/image_raw"] == 30
+    assert counts["/simforge/camera/top/image_raw"] == 20
+    assert bag["messages"] == sum(counts.values())
+    # the last message is the run's final status, logged at t(60)
+    assert (bag["storage"], bag["start_ns"], bag["end_ns"]) == ("mcap", 0, 60 * 50_000 * 1000)
+    assert bag["bytes"] == sum(f.stat().st_size for f in (run / "bag").iterdir())
+    lines = describe(info)
+    assert lines[:2] == ["run        kept", "status     counted, 60 steps"]
+    digests = f"digests    chain {manifest['chain_digest'][:16]}  frames {manifest['frames_digest'][:16]}"
+    assert any(line.startswith(digests) for line in lines)
+    assert any(line.startswith("bag        mcap, ") and f"{bag['messages']} messages on {len(counts)} topics, "
+               "3 s of simulation time" in line for line in lines)
+    assert any(line.split() == ["/simforge/camera/rear/image_raw", "sensor_msgs/msg/Image", "30"] for line in lines)
+
+
+def test_a_refused_run_says_its_refusal_and_what_it_kept(make_run, capsys):
+    run = make_run("refused", steps=40, refuse_at=12, storage="sqlite3")
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "status     refused: participant_timeout at step 12; 12 steps recorded"
+    assert out[2] == "           driver did not answer within 2 s"
+    assert any(line.startswith("bag        sqlite3, ") for line in out)
+
+
+def test_json_carries_the_same_as_the_text(make_run, capsys):
+    run = make_run("kept", steps=10)
+    assert main([str(run), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(run_info(load_run(run))))
+    assert {"run_id", "status", "refusal", "steps", "chain_digest", "frames_digest", "bag", "contract",
+            "driver", "bridge", "layout", "wall", "faults"} <= set(printed)
+
+
+def test_a_run_it_cannot_read_is_one_line_exit_2(tmp_path, capsys):
+    assert main([str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"simforge info: {tmp_path / 'nowhere'}: no such run directory\n"
+
+
+def test_a_missing_bag_is_said_and_the_rest_shown(make_run, capsys):
+    run = make_run("kept", steps=10)
+    shutil.rmtree(run / "bag")
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "status     counted, 10 steps" in out
+    assert f"bag        {run / 'bag'}: not a rosbag2 directory (metadata.yaml missing)" in out
