@@ -57,6 +57,7 @@ class DecideRequest:
     seed: int
     state: VehicleState
     frames: tuple[FrameStamp, ...]
+    camera_period_us: int = 0  # the bridge's (0: every step), so a driver can check its needs at step 0
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def run_lockstep(
         check_observation(contract, k, obs.engine_t_us, obs.state.pose, obs.frames)
         w1 = wall_ns()
         action = participants.decide(
-            DecideRequest(k, t_us, decision_us, config.seed, obs.state, tuple(obs.frames))
+            DecideRequest(k, t_us, decision_us, config.seed, obs.state, tuple(obs.frames), contract.camera_period_us)
         )
         w2 = wall_ns()
         if action.step != k or action.decided_step != k or action.t_us != t_us:

@@ -47,3 +47,23 @@ class Policy(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """Configuration for the run manifest (JSON-able; hashed into the driver digest)."""
+
+
+FRAME_CHECK_STEPS = 100_000
+"""How far ahead ``first_step_without_frames`` looks (2.8 hours of 0.1 s steps)."""
+
+
+def first_step_without_frames(policy: Policy, camera_period_steps: int,
+                              horizon: int = FRAME_CHECK_STEPS) -> int | None:
+    """The first step at which ``policy`` needs frames that a bridge rendering every
+    ``camera_period_steps`` steps does not render, or None.
+
+    A planner that plans every 5 steps with cameras every 3 would otherwise be refused
+    ``missing_frame`` at step 5, or at step 101 for other periods: the mismatch is in the
+    setup, so it is named at step 0, after ``reset``, like a period that is not a whole
+    number of steps. Steps past ``horizon`` are not looked at (a need there is still
+    refused when it comes).
+    """
+    if camera_period_steps <= 1:
+        return None
+    return next((k for k in range(horizon) if k % camera_period_steps and policy.cameras_at(k)), None)

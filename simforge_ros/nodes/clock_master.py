@@ -458,6 +458,7 @@ class ClockMaster:
         msg.step, msg.t_us, msg.decision_us, msg.seed = request.step, request.t_us, request.decision_us, request.seed
         convert.state_msg(request.state, msg.state)
         msg.frames = convert.frame_msgs(request.frames)
+        msg.camera_period_us = request.camera_period_us
         response = self._call(self._driver, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
             raise refusal_from_code(response.refusal_code, request.step, f"driver: {response.detail}")

@@ -19,9 +19,9 @@ from rclpy.task import Future
 from sensor_msgs.msg import Image
 
 from simforge_ros import topics
-from simforge_ros.core.errors import MissingFrame, ParticipantError, Refusal, StaleFrame
+from simforge_ros.core.errors import MissingFrame, ParticipantError, RateNotMultiple, Refusal, StaleFrame
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.drivers.policy import Observation
+from simforge_ros.drivers.policy import Observation, first_step_without_frames
 from simforge_ros.drivers.registry import make_policy
 from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.nodes import convert
@@ -250,7 +250,22 @@ class Driver:
             if step != 0:
                 raise ParticipantError(step, f"first decision at step {step}; a run starts at step 0")
             self.policy.reset(request.seed, request.decision_us)
+            self._check_camera_period(request)
             self._run_key = key  # frames of t(0) may have arrived already: keep them
+
+    def _check_camera_period(self, request: Decide.Request) -> None:
+        """Refuse at step 0 a camera period that misses a step the policy needs frames at."""
+        period_us, decision_us = request.camera_period_us, request.decision_us
+        if period_us <= 0 or not self._subs:  # not said; or a policy that looks at no camera
+            return
+        every = period_us // decision_us
+        step = first_step_without_frames(self.policy, every)
+        if step is not None:
+            raise RateNotMultiple(-1, (
+                f"the {self.policy.name} policy needs frames at step {step} (t={step * decision_us} us), which "
+                f"the bridge's camera period misses: it renders every {every} steps (camera_period_us="
+                f"{period_us}); give sim_bridge.camera_period_us a period that reaches every step the policy "
+                "needs frames at"))
 
     def _policy_decide(self, request: Decide.Request, frames: dict[str, np.ndarray]) -> Any:
         t_us = request.t_us

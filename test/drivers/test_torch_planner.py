@@ -308,3 +308,32 @@ def test_the_drivers_package_does_not_import_torch() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(("planning_us", "camera_steps", "first"), [
+    (500_000, 1, None),  # frames every step: every need is met
+    (500_000, 5, None),  # the camera period is the planning period
+    (600_000, 3, None),  # ... or divides it
+    (500_000, 3, 5),  # plans at 5, renders at 3 and 6
+    (300_000, 2, 3),
+    (100_000, 2, 1),
+])
+def test_the_first_planning_step_a_camera_period_misses(planning_us, camera_steps, first):
+    from simforge_ros.drivers.policy import first_step_without_frames
+
+    planner = TorchPlanner(TorchPlannerConfig(planning_period_us=planning_us))
+    planner.reset(0, 100_000)
+    assert first_step_without_frames(planner, camera_steps) == first
+
+
+def test_a_policy_that_needs_frames_late_is_caught_only_within_the_horizon():
+    from simforge_ros.drivers.policy import first_step_without_frames
+
+    class Late:  # frames at step 200 000 only
+        name = "late"
+
+        def cameras_at(self, step: int) -> tuple[str, ...]:
+            return ("front",) if step == 200_000 else ()
+
+    assert first_step_without_frames(Late(), 7) is None  # past FRAME_CHECK_STEPS: refused when it comes
+    assert first_step_without_frames(Late(), 7, horizon=200_001) == 200_000

@@ -48,24 +48,33 @@ def test_probe_driver_replays_inputs_saved_in_a_run(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("sets", "step", "detail"),
+    ("sets", "code", "detail"),
     [
-        # the planner plans every 5 steps, the bridge renders every 3: the first planning step
-        # past 0 without frames is refused, naming why
-        ({"sim_bridge": {"camera_period_us": 300_000}}, 5,
-         "driver: the torch policy needs its front frame at step 5 (t=500000 us), and the bridge rendered no "
-         "frame for this step: its camera period (sim_bridge.camera_period_us) must reach every step"),
+        # the planner plans every 5 steps, the bridge renders every 3: named at step 0, not
+        # refused missing_frame at step 5
+        ({"sim_bridge": {"camera_period_us": 300_000}}, "rate_not_multiple",
+         "driver: the torch policy needs frames at step 5 (t=500000 us), which the bridge's camera period "
+         "misses: it renders every 3 steps (camera_period_us=300000)"),
         # a rig set for the bridge itself that leaves out a camera the planner looks at
-        ({"sim_bridge": {"cameras": ["front", "left"]}, "driver": {"cameras": ["front", "rear"]}}, 0,
+        ({"sim_bridge": {"cameras": ["front", "left"]}, "driver": {"cameras": ["front", "rear"]}}, "missing_frame",
          "driver: the torch policy needs its rear frame at step 0 (t=0 us), and the bridge renders front, left: "
          "name rear in sim_bridge.cameras"),
     ],
 )
-def test_a_frame_the_planner_needs_and_the_bridge_does_not_render_is_named(tmp_path, sets, step, detail):
+def test_a_frame_the_planner_needs_and_the_bridge_does_not_render_is_named_at_step_0(tmp_path, sets, code, detail):
     result = lockstep(tmp_path, steps=8, driver="torch", layout="single", sets=sets)
     assert result.status == "refused"
-    assert (result.refusal["code"], result.refusal["step"]) == ("missing_frame", step)
+    assert (result.refusal["code"], result.refusal["step"]) == (code, 0)
     assert result.refusal["detail"].startswith(detail)
+
+
+def test_a_camera_period_that_meets_every_planning_step_runs(tmp_path):
+    result = lockstep(tmp_path, steps=11, driver="torch", layout="single",
+                      sets={"sim_bridge": {"camera_period_us": 500_000}})
+    assert result.status == "counted", result.refusal
+    records = steps_of(result)
+    assert [k for k, r in enumerate(records) if r["frames"]] == [0, 5, 10]
+    assert records[10]["action"]["plan_step"] == 10
 
 
 def test_the_bridge_renders_the_cameras_the_planner_is_given(tmp_path):
