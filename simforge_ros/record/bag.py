@@ -17,6 +17,7 @@ import sys
 import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -378,6 +379,21 @@ class BagMessage:
     msg: Any  # rosbags dataclass instance
 
 
+@contextmanager
+def _opened(path: Path) -> Iterator[Reader]:
+    """A rosbag2 reader of ``path``; whatever fails while it is open is a BagError naming
+    the bag (a BagError raised meanwhile passes as it is)."""
+    if not (path / "metadata.yaml").is_file():
+        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
+    try:
+        with Reader(path) as reader:
+            yield reader
+    except BagError:
+        raise
+    except Exception as err:
+        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+
+
 def bag_connections(path: Path) -> list[Connection]:
     """Every connection of a rosbag2 directory: topic, type, embedded message definition
     and recorded QoS offers.
@@ -385,13 +401,26 @@ def bag_connections(path: Path) -> list[Connection]:
     Raises:
         BagError: not a readable rosbag2 directory.
     """
-    if not (path / "metadata.yaml").is_file():
-        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
-    try:
-        with Reader(path) as reader:
-            return list(reader.connections)
-    except Exception as err:
-        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+    with _opened(path) as reader:
+        return list(reader.connections)
+
+
+def bag_index(path: Path) -> dict[str, Any]:
+    """A bag's size in bytes, message count, first and last log times (simulation time;
+    None when it holds no message) and topics (name, type, count), from its index alone.
+
+    Raises:
+        BagError: not a readable rosbag2 directory.
+    """
+    with _opened(path) as reader:
+        topics = sorted((c.topic, c.msgtype, c.msgcount) for c in reader.connections)
+        # rosbags' end_time is one past the last message's log time
+        count, start_ns, end_ns = reader.message_count, reader.start_time, reader.end_time - 1
+    return {
+        "bytes": sum(f.stat().st_size for f in path.iterdir() if f.is_file()),
+        "messages": count, "start_ns": start_ns if count else None, "end_ns": end_ns if count else None,
+        "topics": [{"topic": t, "type": m, "messages": n} for t, m, n in topics],
+    }
 
 
 def read_bag(path: Path, topics: Collection[str] | None = None, start_ns: int | None = None,
@@ -402,22 +431,15 @@ def read_bag(path: Path, topics: Collection[str] | None = None, start_ns: int | 
     Raises:
         BagError: the bag is missing, truncated or holds undecodable data.
     """
-    if not (path / "metadata.yaml").is_file():
-        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
     store = typestore()
-    try:
-        with Reader(path) as reader:
-            # rosbags reads an empty connection filter as "all": no matching topic reads nothing
-            chosen = () if topics is None else [c for c in reader.connections if c.topic in topics]
-            if topics is not None and not chosen:
-                return
-            for conn, t_ns, raw in reader.messages(connections=chosen, start=start_ns, stop=stop_ns):
-                try:
-                    msg = store.deserialize_cdr(raw, conn.msgtype)
-                except Exception as err:
-                    raise BagError(f"{path}: {conn.topic} message at t={t_ns} ns cannot be decoded: {err}") from err
-                yield BagMessage(conn.topic, conn.msgtype, t_ns, bytes(raw), msg)
-    except BagError:
-        raise
-    except Exception as err:
-        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+    with _opened(path) as reader:
+        # rosbags reads an empty connection filter as "all": no matching topic reads nothing
+        chosen = () if topics is None else [c for c in reader.connections if c.topic in topics]
+        if topics is not None and not chosen:
+            return
+        for conn, t_ns, raw in reader.messages(connections=chosen, start=start_ns, stop=stop_ns):
+            try:
+                msg = store.deserialize_cdr(raw, conn.msgtype)
+            except Exception as err:
+                raise BagError(f"{path}: {conn.topic} message at t={t_ns} ns cannot be decoded: {err}") from err
+            yield BagMessage(conn.topic, conn.msgtype, t_ns, bytes(raw), msg)

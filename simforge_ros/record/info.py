@@ -19,36 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros.core.errors import EXIT_USAGE, SimforgeError
-from simforge_ros.record.bag import BagError
+from simforge_ros.record.bag import bag_index
 from simforge_ros.record.rundir import RunDir, layout_of, load_run
 from simforge_ros.tools import parse, say
-
-
-def bag_summary(path: Path) -> dict[str, Any]:
-    """The bag's size, message count, first and last log times (simulation time) and
-    topics (name, type, count), from its index alone.
-
-    Raises:
-        BagError: not a readable rosbag2 directory.
-    """
-    from rosbags.rosbag2 import Reader
-
-    if not (path / "metadata.yaml").is_file():
-        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
-    try:
-        with Reader(path) as reader:
-            topics = sorted((c.topic, c.msgtype, c.msgcount) for c in reader.connections)
-            # rosbags' end_time is one past the last message's log time
-            count, start_ns, end_ns = reader.message_count, reader.start_time, reader.end_time - 1
-    except Exception as err:
-        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
-    size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-    return {
-        "bytes": size, "messages": count,
-        # a bag with no message has no span (rosbags reports its sentinels)
-        "start_ns": start_ns if count else None, "end_ns": end_ns if count else None,
-        "topics": [{"topic": t, "type": m, "messages": n} for t, m, n in topics],
-    }
 
 
 def run_info(run: RunDir) -> dict[str, Any]:
@@ -63,7 +36,7 @@ def run_info(run: RunDir) -> dict[str, Any]:
         (driver_node.get("params") or {}).get("policy"))
     wall = manifest.get("wall") or {}
     try:
-        bag: dict[str, Any] | None = {"storage": manifest["bag"]["storage"], **bag_summary(run.bag_path)}
+        bag: dict[str, Any] | None = {"storage": manifest["bag"]["storage"], **bag_index(run.bag_path)}
         bag_problem = None
     except SimforgeError as err:  # a bag the recorder could not finish: said, the rest shown
         bag, bag_problem = None, str(err)
