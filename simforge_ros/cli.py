@@ -7,6 +7,7 @@
     simforge info RUN [--json]
     simforge verify RUN [--json]
     simforge diff RUN_A RUN_B [--json] [--force]
+    simforge spread RUN RUN [RUN ...] [--json] [--force]
     simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
     simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...]
     simforge salvage RUN [--out DIR] [--json]
@@ -47,6 +48,7 @@ _TOOLS = (
     ("verify", "simforge_ros.record.verify", "recompute a run's digests from its bag alone and check them"),
     ("info", "simforge_ros.record.info", "what a kept run is: its setup, its end, its digests and its bag"),
     ("diff", "simforge_ros.record.diff_runs", "name the first step where two runs differ, and what moved first"),
+    ("spread", "simforge_ros.record.spread_runs", "how far apart repeated runs are: the noise floor before ranking"),
     ("rerun", "simforge_ros.rerun", "run a kept run again from its parameter file: did it repeat bit for bit?"),
     ("play", "simforge_ros.record.play", "publish a run's bag on its topics again, paced by its simulation time"),
     ("salvage", "simforge_ros.record.salvage", "make a usable run of one whose recorder was killed"),

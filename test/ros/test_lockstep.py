@@ -260,6 +260,10 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     assert lines[4].startswith("bridge     embedded: cameras chase, front, every step, 320x180 (node /sim_bridge, ")
     assert "layout     single" in lines
     assert any(line.split() == ["/clock", "rosgraph_msgs/msg/Clock", "8"] for line in lines)
+    # two repeats of a lockstep run: the noise floor is zero
+    floor = simforge("spread", rows[0]["run_dir"], rows[1]["run_dir"], cwd=tmp_path)
+    assert floor.returncode == 0, floor.stdout + floor.stderr
+    assert floor.stdout.splitlines()[1].endswith("the noise floor is 0")
     kept = tmp_path / "runs" / refused.stdout.split()[0]
     said = simforge("info", str(kept), cwd=tmp_path)
     assert said.stdout.splitlines()[1] == "status     refused: missing_frame at step 3; 3 steps recorded"

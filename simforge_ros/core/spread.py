@@ -1,0 +1,123 @@
+"""How far apart repeated runs are: the noise floor of a loop that is not exact.
+
+A lockstep run repeats bit for bit, and then the floor is zero. When it does not (a
+planner with nondeterministic kernels, an external driver, a change under test), the
+first differing step says where, not by how much: ranking controllers on runs whose
+repeats end up centimetres apart ranks the noise. This walks the step records of several
+runs side by side and keeps, for each quantity a ranking would use, the largest spread
+(max - min over the runs at one step) and its step, and the largest distance between two
+runs' ego positions. Pure: no rclpy, no clock.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import zip_longest
+from types import MappingProxyType
+
+from simforge_ros.core.diffing import first_field_diff
+
+QUANTITIES: tuple[tuple[str, str], ...] = (
+    ("state.pose.x_m", "m"),
+    ("state.pose.y_m", "m"),
+    ("state.pose.yaw_rad", "rad"),
+    ("state.speed_mps", "m/s"),
+    ("action.steer_rad", "rad"),
+    ("action.accel_mps2", "m/s^2"),
+)
+"""(dotted path in a step record, unit): what the spread is kept for."""
+
+COMPARED = ("timing", "state", "action", "applied", "frames")
+"""What of a step record makes two runs' steps the same or not (never wall time, never
+the chain digest, which differs at every step after the first difference)."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The largest spread of one quantity, and the first step it was reached at."""
+
+    field: str
+    unit: str
+    value: float
+    step: int | None  # None: no step compared
+
+
+@dataclass(frozen=True)
+class SpreadResult:
+    """How far apart the runs' common steps are."""
+
+    runs: int
+    lengths: tuple[int, ...]  # each run's recorded steps
+    common: int  # steps every run recorded
+    first_step: int | None  # first common step where a run differs from the first; None: none
+    first_field: str | None  # what differed first there (a dotted path, as diff names it)
+    differing_steps: int  # common steps where any run differs from the first
+    position: Spread  # the largest distance between two runs' ego positions at one step
+    fields: tuple[Spread, ...]  # per QUANTITIES, in order
+
+    @property
+    def identical(self) -> bool:
+        return self.first_step is None and len(set(self.lengths)) == 1
+
+
+def _value(record: Mapping[str, object], path: str) -> float | None:
+    node: object = record
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+_END: Mapping[str, object] = MappingProxyType({})  # past the end of a shorter run
+
+
+def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
+    """Walk the runs' step records side by side (one record of each at a time, so no run
+    is held in memory) and measure how far apart they are.
+
+    Raises:
+        ValueError: fewer than two runs.
+    """
+    if len(runs) < 2:
+        raise ValueError(f"a spread needs two runs or more, got {len(runs)}")
+    best: dict[str, tuple[float, int | None]] = {path: (0.0, None) for path, _ in QUANTITIES}
+    position: tuple[float, int | None] = (0.0, None)
+    counts = [0] * len(runs)
+    common = differing = 0
+    first: int | None = None
+    first_field: str | None = None
+    for records in zip_longest(*runs, fillvalue=_END):
+        for i, record in enumerate(records):
+            counts[i] += record is not _END
+        if any(record is _END for record in records):
+            continue  # past a shorter run: only counted
+        head, others = records[0], records[1:]
+        step = head.get("step")
+        step_no = step if isinstance(step, int) and not isinstance(step, bool) else common
+        common += 1
+        found = next((d for other in others for key in COMPARED
+                      if (d := first_field_diff(key, head.get(key), other.get(key))) is not None), None)
+        if found is not None:
+            differing += 1
+            if first is None:
+                first, first_field = step_no, found[0]
+        for path, _ in QUANTITIES:
+            values = [v for v in (_value(r, path) for r in records) if v is not None]
+            if len(values) == len(records) and max(values) - min(values) > best[path][0]:
+                best[path] = (max(values) - min(values), step_no)
+        xs = [v for v in (_value(r, "state.pose.x_m") for r in records) if v is not None]
+        ys = [v for v in (_value(r, "state.pose.y_m") for r in records) if v is not None]
+        if len(xs) == len(ys) == len(records):
+            points = list(zip(xs, ys, strict=True))
+            far = max(math.dist(p, q) for i, p in enumerate(points) for q in points[i + 1:])
+            if far > position[0]:
+                position = (far, step_no)
+    return SpreadResult(
+        runs=len(runs), lengths=tuple(counts), common=common, first_step=first, first_field=first_field,
+        differing_steps=differing,
+        position=Spread("position", "m", position[0], position[1]),
+        fields=tuple(Spread(path, unit, best[path][0], best[path][1]) for path, unit in QUANTITIES),
+    )

@@ -1,0 +1,119 @@
+"""`simforge spread RUN RUN [RUN ...]`: how far apart repeated runs are, the noise floor
+to know before ranking anything on them.
+
+Runs of an exact loop are identical and the floor is zero; otherwise this names the first
+step where one differs from the first run, how many steps differ, and the largest spread
+of the ego's pose, speed and the driver's commands over the runs at any one step
+(core.spread). Like `diff`, it compares runs of one scenario and timing contract only
+(--force to insist), says how the runs were set up differently, and never compares
+wall-clock time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.spread import SpreadResult, spread
+from simforge_ros.record.diff_runs import WALL_KEYS, check_comparable, describe_setup, setup_differences
+from simforge_ros.record.rundir import RunDir, load_run, step_records
+from simforge_ros.tools import parse, say
+
+
+def spread_runs(runs: Sequence[RunDir], force: bool = False) -> SpreadResult:
+    """The spread of loaded runs' common steps.
+
+    Raises:
+        DiffRefused: runs of another scenario or contract than the first, and not ``force``.
+    """
+    if not force:
+        for run in runs[1:]:
+            check_comparable(runs[0], run)
+    return spread([step_records(run, WALL_KEYS) for run in runs])
+
+
+def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
+    return {
+        "runs": [run.manifest["run_id"] for run in runs],
+        "lengths": list(result.lengths),
+        "common_steps": result.common,
+        "identical": result.identical,
+        "first_step": result.first_step,
+        "first_field": result.first_field,
+        "differing_steps": result.differing_steps,
+        "position": {"value": result.position.value, "unit": "m", "step": result.position.step},
+        "spread": {s.field: {"value": s.value, "unit": s.unit, "step": s.step} for s in result.fields},
+        "contacts": [(run.manifest.get("contacts") or {}).get("total") for run in runs],
+        "setup": [[{"field": f, "a": a, "b": b} for f, a, b in setup_differences(runs[0].manifest, run.manifest)]
+                  for run in runs[1:]],
+    }
+
+
+def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
+    """The lines `simforge spread` prints."""
+    lengths = "" if len(set(result.lengths)) == 1 else f" (recorded: {', '.join(map(str, result.lengths))})"
+    lines = [f"{result.runs} runs of {runs[0].manifest['scenario']}, {result.common} steps in common{lengths}"]
+    if result.identical:
+        lines.append(f"identical: every step is the same in every run (chain {runs[0].manifest['chain_digest'][:16]}); "
+                     "the noise floor is 0")
+    elif result.first_step is None:
+        lines.append("the common steps are the same in every run; only the runs' lengths differ")
+    else:
+        lines.append(f"first difference at step {result.first_step} ({result.first_field}); "
+                     f"{result.differing_steps} of {result.common} steps differ")
+        apart = [s for s in (result.position, *result.fields) if s.step is not None]
+        if not apart:
+            lines.append("the ego's pose and speed and the driver's commands are the same in every run")
+        else:
+            lines.append("largest spread over the runs at one step (max - min):")
+            lines += [f"  {'ego position' if s.field == 'position' else s.field:20s} {s.value:.6g} {s.unit}"
+                      + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in apart]
+    contacts = [(run.manifest.get("contacts") or {}).get("total") for run in runs]
+    if len(set(contacts)) > 1:
+        lines.append(f"contacts differ: {', '.join(str(c) for c in contacts)}")
+    for run in runs[1:]:
+        setup = describe_setup(setup_differences(runs[0].manifest, run.manifest))
+        if setup:
+            lines.append(f"{run.manifest['run_id']}: {setup}")
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge spread",
+        description="How far apart repeated runs are: the noise floor to know before ranking on them.",
+    )
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="two run directories or more")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--force", action="store_true", help="compare even across scenarios or contracts")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 when the runs are identical, 1 when they are not, 2 on bad input or usage."""
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    if len(args.runs) < 2:
+        say("spread", f"RUN: expected two run directories or more, got {len(args.runs)}")
+        return EXIT_USAGE
+    try:
+        runs = [load_run(path) for path in args.runs]
+        result = spread_runs(runs, force=args.force)
+    except SimforgeError as err:  # RunDirError, DiffRefused: one line, never a traceback
+        say("spread", err)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(to_json(runs, result), sort_keys=True))
+    else:
+        print("\n".join(describe(runs, result)))
+    return 0 if result.identical else EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""core.spread: how far apart runs are, from their step records alone."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from simforge_ros.core.spread import QUANTITIES, spread
+
+
+def _record(k: int, x: float = 0.0, y: float = 0.0, speed: float = 5.0, steer: float = 0.0,
+            wall: int = 0) -> dict[str, Any]:
+    pose = {"x_m": x + k, "y_m": y, "yaw_rad": 0.0}
+    return {
+        "step": k, "t_us": k * 100_000,
+        "timing": {"step": k, "world_digest": "w"},
+        "state": {"step": k, "pose": pose, "speed_mps": speed, "steer_rad": steer, "accel_mps2": 0.0},
+        "action": {"step": k, "steer_rad": steer, "accel_mps2": 0.5},
+        "applied": {"step": k, "steer_rad": steer, "accel_mps2": 0.5},
+        "frames": {"front": f"h{k}"},
+        "digest": f"d{k}",
+        "wall": {"step_ns": wall},
+    }
+
+
+def _run(n: int, **at: dict[str, float]) -> list[dict[str, Any]]:
+    """n records; ``at`` maps "k<step>" to the record's changed values."""
+    return [_record(k, **at.get(f"k{k}", {})) for k in range(n)]
+
+
+def test_identical_runs_have_a_floor_of_zero_whatever_their_wall_time():
+    runs = [_run(10), _run(10), [dict(r, wall={"step_ns": 99}) for r in _run(10)]]
+    result = spread(runs)
+    assert result.identical and result.first_step is None and result.differing_steps == 0
+    assert (result.common, result.lengths) == (10, (10, 10, 10))
+    assert result.position.value == 0.0 and all(s.value == 0.0 and s.step is None for s in result.fields)
+
+
+def test_the_largest_spread_of_each_quantity_and_where():
+    a = _run(8)
+    b = _run(8, k3={"steer": 0.002}, k5={"x": 0.03, "y": 0.04, "speed": 5.1})
+    c = _run(8, k5={"x": -0.01}, k6={"speed": 4.95})
+    result = spread([a, b, c])
+    assert not result.identical
+    assert (result.first_step, result.differing_steps) == (3, 3)  # steps 3, 5 and 6
+    assert result.first_field == "state.steer_rad"  # the sections in diff's order: timing, state, action
+    by = {s.field: s for s in result.fields}
+    assert [s.field for s in result.fields] == [path for path, _ in QUANTITIES]
+    assert (by["state.pose.x_m"].value, by["state.pose.x_m"].step) == (pytest.approx(0.04), 5)
+    assert (by["state.speed_mps"].value, by["state.speed_mps"].step) == (pytest.approx(0.1), 5)
+    assert (by["action.steer_rad"].value, by["action.steer_rad"].step) == (0.002, 3)
+    assert by["state.pose.yaw_rad"].step is None  # never apart
+    # b and c at step 5: (5.03, 0.04) and (4.99, 0.0)
+    assert result.position.step == 5
+    assert result.position.value == pytest.approx(math.hypot(0.04, 0.04))
+
+
+def test_a_difference_outside_the_quantities_still_counts_as_a_differing_step():
+    a, b = _run(4), _run(4)
+    b[2] = dict(b[2], frames={"front": "other"})
+    result = spread([a, b])
+    assert (result.first_step, result.differing_steps, result.first_field) == (2, 1, "frames.front")
+    assert all(s.step is None for s in result.fields)
+
+
+def test_runs_of_other_lengths_are_compared_over_their_common_steps():
+    result = spread([_run(6), _run(4)])
+    assert (result.lengths, result.common) == ((6, 4), 4)
+    assert result.first_step is None and not result.identical
+
+
+def test_one_run_is_not_a_spread():
+    with pytest.raises(ValueError):
+        spread([_run(3)])
