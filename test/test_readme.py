@@ -85,3 +85,16 @@ def test_the_readme_names_every_key_of_run_json() -> None:
     named = re.findall(r"`([a-z_]+)`", sentence.split(".\n", 1)[0])
     fields = RunResult("r", "s", 0, "", "counted", None, "d", 0).to_dict()
     assert sorted(key for key in named if key not in ("counted", "refused")) == sorted(fields)
+
+
+def test_the_readme_names_every_key_of_spread_json(tmp_path) -> None:
+    from simforge_ros.core.spread import spread
+    from simforge_ros.record.rundir import RunDir
+    from simforge_ros.record.spread_runs import to_json
+
+    section = README.read_text(encoding="utf-8").split("**`simforge spread RUN RUN [RUN ...]`**", 1)[1]
+    named = re.findall(r"`([a-z_]+)`", section.split("`--json` gives", 1)[1].split(".\n", 1)[0])
+    record = {"step": 0, "state": {"pose": {"x_m": 0.0, "y_m": 0.0}}}
+    runs = [RunDir(tmp_path, {"run_id": "r", "scenario": "s", "chain_digest": "0" * 64}, [record])] * 2
+    keys = set(to_json(runs, spread([run.steps for run in runs])))
+    assert sorted(k for k in named if k not in ("value", "unit", "step", "force")) == sorted(keys)
