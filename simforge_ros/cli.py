@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
@@ -37,7 +38,7 @@ import yaml
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
-from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS
+from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, RunResult
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, frames_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
@@ -244,10 +245,25 @@ def _run(args: argparse.Namespace) -> int:
                 if fault.kind == "lose_answer" and fault.node == "recorder":  # its one answer is Finish's
                     why = f"the recorder's K is the step count its Finish names, and this run's was {result.steps}"
                 print(f"simforge: note: {fault.spec()} did not fire: {why}", file=sys.stderr)
+    if not args.json and len(results) > 1:
+        print(_repeat_summary(results), flush=True)
     failed = [r for r in results if r.status != "counted"]
     if not failed:
         return 0
     return failed[0].exit_code if len(results) == 1 else EXIT_FAILURE
+
+
+def _repeat_summary(results: list[RunResult]) -> str:
+    """The line after a --repeat: did the runs repeat bit for bit, and if not, how to see
+    how far apart they are."""
+    outcomes = {(r.status, json.dumps(r.refusal, sort_keys=True), r.steps, r.chain_digest, r.frames_digest)
+                for r in results}
+    if len(outcomes) == 1:
+        first = results[0]
+        frames = f", frames {first.frames_digest[:16]}" if first.frames_digest else ""
+        return f"all {len(results)} runs repeated bit for bit: chain {first.chain_digest[:16] or 'none'}{frames}"
+    return (f"{len(results)} runs, {len(outcomes)} different outcomes; how far apart: "
+            f"simforge spread {' '.join(shlex.quote(r.run_dir) for r in results)}")
 
 
 def _scenarios(_args: argparse.Namespace) -> int:

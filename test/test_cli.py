@@ -66,3 +66,20 @@ def test_version_names_the_package_the_engine_and_rclpy(capsys):
     out = capsys.readouterr().out.strip()
     assert out == (f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, "
                    f"rclpy {importlib.metadata.version('ros-rclpy')})")
+
+
+def _result(run_id: str, chain: str = "c" * 64, frames: str | None = "f" * 64, code: str | None = None):
+    from simforge_ros.runner import RunResult
+
+    refusal = None if code is None else {"code": code, "step": 3, "detail": "d"}
+    return RunResult(run_id, "right_turn", 3 if code else 8, chain, "refused" if code else "counted", refusal,
+                     f"/runs/{run_id}", 12 if code else 0, frames_digest=frames)
+
+
+def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
+    same = [_result("a"), _result("b"), _result("c")]
+    assert cli._repeat_summary(same) == f"all 3 runs repeated bit for bit: chain {'c' * 16}, frames {'f' * 16}"
+    assert cli._repeat_summary([_result("a", frames=None)] * 2) == f"all 2 runs repeated bit for bit: chain {'c' * 16}"
+    apart = [_result("a"), _result("b", chain="d" * 64), _result("c b", code="missing_frame")]
+    assert cli._repeat_summary(apart) == ("3 runs, 3 different outcomes; how far apart: "
+                                          "simforge spread /runs/a /runs/b '/runs/c b'")
