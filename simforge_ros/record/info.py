@@ -57,7 +57,7 @@ def run_info(run: RunDir) -> dict[str, Any]:
                    **{k: (participants.get("sim_bridge") or {}).get(k) for k in ("node", "pid", "host")}},
         "contract": manifest.get("contract"),
         "faults": manifest.get("faults") or [],
-        "contacts": (manifest.get("contacts") or {}).get("total"),
+        "contacts": {k: (manifest.get("contacts") or {}).get(k) for k in ("total", "harness_faults")},
         "chain_digest": manifest["chain_digest"],
         "frames_digest": manifest["frames_digest"],
         "world_digest": manifest.get("world_digest"),
@@ -78,6 +78,15 @@ def _process(part: Mapping[str, Any]) -> str:
     if part.get("pid") is not None:
         where.append(f"pid {part['pid']} on {part.get('host') or '?'}")
     return f" ({', '.join(where)})" if where else ""
+
+
+def _contacts(counts: Mapping[str, Any]) -> str:
+    total, harness = counts.get("total"), counts.get("harness_faults")
+    if total is None:
+        return "?"
+    if not harness:
+        return str(total)
+    return f"{total} ({harness} the harness's fault: the scripted traffic's, not the driver's)"
 
 
 def _size(n: int) -> str:
@@ -115,7 +124,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
                      f"{contract.get('tick_us')} us; latency {contract.get('latency_steps')} steps")
     lines += [
         f"faults     {', '.join(info['faults']) or 'none'}",
-        f"contacts   {info['contacts'] if info['contacts'] is not None else '?'}",
+        f"contacts   {_contacts(info['contacts'])}",
         f"digests    chain {info['chain_digest'][:16]}  frames {(info['frames_digest'] or 'none')[:16]}  "
         f"world {(info['world_digest'] or 'none')[:16]}",
     ]

@@ -16,7 +16,8 @@ def test_a_counted_run_its_setup_digests_and_topics(make_run):
     manifest = json.loads((run / "manifest.json").read_text())
     assert (info["status"], info["steps"], info["refusal"]) == ("counted", 60, None)
     assert info["chain_digest"] == manifest["chain_digest"] and info["frames_digest"] == manifest["frames_digest"]
-    assert info["contract"]["decision_us"] == 50_000 and info["contacts"] == 1
+    assert info["contract"]["decision_us"] == 50_000
+    assert info["contacts"] == {"total": 1, "harness_faults": 0}
     bag = info["bag"]
     counts = {t["topic"]: t["messages"] for t in bag["topics"]}
     # the cameras of the fabricated rig: front every step, rear every 2nd, top every 3rd
@@ -68,3 +69,12 @@ def test_a_missing_bag_is_said_and_the_rest_shown(make_run, capsys):
     out = capsys.readouterr().out
     assert "status     counted, 10 steps" in out
     assert f"bag        {run / 'bag'}: not a rosbag2 directory (metadata.yaml missing)" in out
+
+
+def test_contacts_the_harness_caused_are_said_apart():
+    from simforge_ros.record.info import _contacts
+
+    assert _contacts({"total": 0, "harness_faults": 0}) == "0"
+    said = _contacts({"total": 3, "harness_faults": 1})
+    assert said == "3 (1 the harness's fault: the scripted traffic's, not the driver's)"
+    assert _contacts({"total": None, "harness_faults": None}) == "?"
