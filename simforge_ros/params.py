@@ -47,7 +47,6 @@ class ParamSpec:
         return f">= {self.minimum}" if self.minimum is not None else ""
 
 
-
 def _period(name: str, default_us: int | None, doc: str, positive: bool = False,
             minimum: int | None = None) -> tuple[ParamSpec, ParamSpec]:
     return (

@@ -146,14 +146,15 @@ def parse_fault(spec: str) -> Fault:
         [f"NODE in {', '.join(NODES)}"] if kind in _NODE_KINDS else []
     )
     expected = f"{FORMS[kind]} ({', '.join(terms)})" if terms else FORMS[kind]
+
+    def bounded(bound: str) -> str:  # the expected form with one more bound in its parentheses
+        return f"{FORMS[kind]} ({', '.join([*terms, bound])})"
+
     match = pattern.fullmatch(text)
     if match is None:
         raise _bad(spec, expected)
     groups = match.groupdict()
     reals = [groups[k] for k in ("m", "deg", "ms", "eps") if groups.get(k) is not None]
-    def bounded(bound: str) -> str:
-        return f"{FORMS[kind]} ({', '.join([*terms, bound])})"
-
     if not all(math.isfinite(float(r)) for r in reals):
         raise _bad(spec, bounded("values finite"))
     if any(abs(float(groups[k])) > MAX_MAGNITUDE for k in ("m", "eps") if groups.get(k) is not None):

@@ -277,7 +277,6 @@ class Driver:
         return action
 
 
-
 def _unnamed(policy: str, camera: str, step: int, t_us: int, named: tuple[str, ...]) -> str:
     """Why the frame a policy needs is not in the observation: a camera the bridge does not
     render, or a step its camera period does not reach (both a setup mismatch, said so)."""
@@ -286,6 +285,7 @@ def _unnamed(policy: str, camera: str, step: int, t_us: int, named: tuple[str, .
         return f"{needs}, and the bridge renders {', '.join(named)}: name {camera} in sim_bridge.cameras"
     return (f"{needs}, and the bridge rendered no frame for this step: its camera period "
             f"(sim_bridge.camera_period_us) must reach every step the policy needs frames at")
+
 
 def main(argv: list[str] | None = None) -> int:
     return run_participant(Driver, NAME, argv if argv is not None else sys.argv)
