@@ -96,12 +96,18 @@ def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[
         _compare(key, a.get(key, MISSING), b.get(key, MISSING), found)
     nodes_a, nodes_b = a.get("nodes") or {}, b.get("nodes") or {}
     for node in sorted(set(nodes_a) | set(nodes_b)):
-        params_a = (nodes_a.get(node) or {}).get("params", MISSING)
-        params_b = (nodes_b.get(node) or {}).get("params", MISSING)
-        _compare(f"nodes.{node}.params", params_a, params_b, found)
+        _compare(f"nodes.{node}.params", _params(nodes_a.get(node)), _params(nodes_b.get(node)), found)
     for key in ("participants", "digests", "versions"):
         _compare(key, a.get(key, MISSING), b.get(key, MISSING), found)
     return [d for d in found if d[0] not in _SAID and not d[0].endswith(".params.faults")]
+
+
+def _params(node: object) -> object:
+    """A manifest node entry's parameters (MISSING without any; a hand-edited entry that is
+    not an object is compared as it is)."""
+    if node is None:
+        return MISSING
+    return node.get("params", MISSING) if isinstance(node, Mapping) else node
 
 
 def _compare(path: str, a: object, b: object, found: list[tuple[str, object, object]]) -> None:

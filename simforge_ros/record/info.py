@@ -24,17 +24,21 @@ from simforge_ros.record.rundir import RunDir, layout_of, load_run
 from simforge_ros.tools import parse, say
 
 
+def _at(value: object, *keys: str) -> Mapping[str, Any]:
+    """The object at ``keys`` below ``value``; empty where a level is missing or is not an
+    object (a hand-edited manifest is described as far as it can be, never a traceback)."""
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
 def run_info(run: RunDir) -> dict[str, Any]:
     """What `simforge info --json` prints: the manifest's answers, named plainly."""
     manifest = run.manifest
-    nodes: Mapping[str, Any] = manifest.get("nodes") or {}
-    bridge = (nodes.get("sim_bridge") or {}).get("params") or {}
-    driver_node = nodes.get("driver") or {}
-    participants: Mapping[str, Any] = manifest.get("participants") or {}
-    driver = participants.get("driver") or {}
-    policy = "external" if driver.get("external") or "driver" not in nodes else (
-        (driver_node.get("params") or {}).get("policy"))
-    wall = manifest.get("wall") or {}
+    bridge = _at(manifest, "nodes", "sim_bridge", "params")
+    driver = _at(manifest, "participants", "driver")
+    external = driver.get("external") or "driver" not in _at(manifest, "nodes")
+    wall = _at(manifest, "wall")
     try:
         bag: dict[str, Any] | None = {"storage": manifest["bag"]["storage"], **bag_index(run.bag_path)}
         bag_problem = None
@@ -50,23 +54,26 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "steps": manifest["steps"],
         "expected_steps": manifest["expected_steps"],
         "layout": layout_of(run),
-        "driver": {"policy": policy, **{k: driver.get(k) for k in ("node", "pid", "host")}},
-        "bridge": {"backend": bridge.get("backend"), "cameras": bridge.get("cameras"),
-                   "camera_period_us": bridge.get("camera_period_us"),
-                   "width": bridge.get("width"), "height": bridge.get("height"),
-                   **{k: (participants.get("sim_bridge") or {}).get(k) for k in ("node", "pid", "host")}},
+        "driver": {"policy": "external" if external else _at(manifest, "nodes", "driver", "params").get("policy"),
+                   **{k: driver.get(k) for k in ("node", "pid", "host")}},
+        "bridge": {**{k: bridge.get(k) for k in ("backend", "cameras", "camera_period_us", "width", "height")},
+                   **{k: _at(manifest, "participants", "sim_bridge").get(k) for k in ("node", "pid", "host")}},
         "contract": manifest.get("contract"),
         "faults": manifest.get("faults") or [],
-        "contacts": {k: (manifest.get("contacts") or {}).get(k) for k in ("total", "harness_faults")},
+        "contacts": {k: _at(manifest, "contacts").get(k) for k in ("total", "harness_faults")},
         "chain_digest": manifest["chain_digest"],
         "frames_digest": manifest["frames_digest"],
         "world_digest": manifest.get("world_digest"),
-        "wall": {"start_ns": wall.get("start_ns"), "end_ns": wall.get("end_ns"), "step_ns": wall.get("step_ns")},
+        "wall": {k: wall.get(k) for k in ("start_ns", "end_ns", "step_ns")},
         "record_failure": manifest.get("record_failure"),
         "bag": bag,
         "bag_problem": bag_problem,
-        "versions": manifest.get("versions") or {},
+        "versions": dict(_at(manifest, "versions")),
     }
+
+
+def _listed(items: object) -> str:
+    return ", ".join(map(str, items)) if isinstance(items, list) else str(items)
 
 
 def _ms(ns: object) -> str:
@@ -104,7 +111,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     bridge, contract = info["bridge"], info["contract"]
     cameras = bridge.get("cameras")
     rig = "no camera" if not cameras else (
-        f"cameras {', '.join(cameras)}, "
+        f"cameras {_listed(cameras)}, "
         + ("every step" if not bridge.get("camera_period_us") else f"every {bridge['camera_period_us']} us")
         + (f", {bridge['width']}x{bridge['height']}" if bridge.get("width") else ""))
     lines = [
@@ -123,7 +130,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
         lines.append(f"contract   a step is {contract['decision_us']} us = {contract.get('ticks_per_step')} ticks of "
                      f"{contract.get('tick_us')} us; latency {contract.get('latency_steps')} steps")
     lines += [
-        f"faults     {', '.join(info['faults']) or 'none'}",
+        f"faults     {_listed(info['faults']) or 'none'}",
         f"contacts   {_contacts(info['contacts'])}",
         f"digests    chain {info['chain_digest'][:16]}  frames {(info['frames_digest'] or 'none')[:16]}  "
         f"world {(info['world_digest'] or 'none')[:16]}",
@@ -131,7 +138,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     wall = info["wall"]
     if isinstance(wall.get("start_ns"), int) and isinstance(wall.get("end_ns"), int):
         began = datetime.fromtimestamp(wall["start_ns"] / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        step = wall.get("step_ns") or {}
+        step = _at(wall, "step_ns")
         lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s; a step: median "
                      f"{_ms(step.get('median'))}, p99 {_ms(step.get('p99'))}, max {_ms(step.get('max'))} "
                      "(wall-clock time, in no digest)")
@@ -150,7 +157,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
                   for t in bag["topics"]]
     versions = info["versions"]
     shown = [f"{name} {versions[name]}" for name in ("simforge_ros", "python", "rclpy", "numpy") if name in versions]
-    torch = (versions.get("packages") or {}).get("torch")
+    torch = _at(versions, "packages").get("torch")
     if torch:
         shown.append(f"torch {torch}")
     if shown:

@@ -237,6 +237,11 @@ def _is_hex64(value: object) -> bool:
     return isinstance(value, str) and _HEX64.match(value) is not None
 
 
+OPTIONAL_SECTIONS = ("nodes", "participants", "wall", "contacts", "digests", "versions", "camera_info",
+                     "image_headers")
+"""Manifest keys whose value, when there, is an object (``manifest_problems``)."""
+
+
 def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
     """What is wrong with a parsed manifest (empty when it is usable)."""
     required = ("format", "run_id", "scenario", "status", "refusal", "expected_steps", "steps",
@@ -262,6 +267,11 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
     problems += [
         f"{k!r} must be {want}, got {manifest[k]!r}" for k, ok, want in checks if k not in missing and not ok
     ]
+    # sections a recorder always writes and the tools read, but a run is usable without
+    problems += [f"{k!r} must be an object, got {manifest[k]!r}" for k in OPTIONAL_SECTIONS
+                 if manifest.get(k) is not None and not isinstance(manifest[k], dict)]
+    if manifest.get("faults") is not None and not isinstance(manifest["faults"], list):
+        problems.append(f"'faults' must be a list, got {manifest['faults']!r}")
     if "refusal" not in missing and "status" not in missing:
         refusal = manifest["refusal"]
         coded = isinstance(refusal, dict) and isinstance(refusal.get("code"), str)

@@ -154,6 +154,12 @@ def test_setup_differences_leave_out_what_differs_between_any_two_runs() -> None
     assert setup_differences(a, b) == []  # names, places, processes and wall time only
 
 
+def test_a_node_entry_that_is_not_an_object_is_a_difference_not_a_crash() -> None:
+    a = _manifest()
+    b = _manifest(nodes={**a["nodes"], "recorder": 5})
+    assert ("nodes.recorder.params", {"out_dir": "/runs/a", "storage": "mcap"}, 5) in setup_differences(a, b)
+
+
 def test_setup_differences_name_each_field_in_order() -> None:
     a = _manifest()
     b = _manifest(

@@ -78,3 +78,16 @@ def test_contacts_the_harness_caused_are_said_apart():
     said = _contacts({"total": 3, "harness_faults": 1})
     assert said == "3 (1 the harness's fault: the scripted traffic's, not the driver's)"
     assert _contacts({"total": None, "harness_faults": None}) == "?"
+
+
+def test_a_hand_edited_manifest_is_described_as_far_as_it_can_be(make_run, capsys):
+    run = make_run("edited", steps=5)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["nodes"]["driver"] = 5
+    manifest.update(participants={"sim_bridge": "x"}, wall={"start_ns": 0, "end_ns": 10**9, "step_ns": [1]},
+                    versions={"packages": True, "python": "3.11"})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(run)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "driver     ?" in out and "versions   python 3.11" in out
+    assert any(line.startswith("wall       1970-01-01 00:00:00 UTC, 1.0 s; a step: median ?") for line in out)

@@ -97,6 +97,19 @@ def test_manifest_problems_are_reported_together(make_run: MakeRun) -> None:
         assert part in message
 
 
+def test_a_section_the_tools_read_must_be_an_object(make_run: MakeRun) -> None:
+    """A hand-edited manifest whose sections are not objects is named, not a tool's
+    AttributeError ("unexpected error") when it reads them."""
+    run = make_run()
+    set_manifest(run, nodes="x", wall=[1], faults={"a": 1})
+    message = error_of(run)
+    for part in ("'nodes' must be an object, got 'x'", "'wall' must be an object, got [1]",
+                 "'faults' must be a list, got {'a': 1}"):
+        assert part in message
+    set_manifest(run, nodes=None, wall=None, faults=None)  # absent or null: a usable run
+    assert load_run(run).manifest["nodes"] is None
+
+
 def test_other_format_is_refused(make_run: MakeRun) -> None:
     run = make_run()
     set_manifest(run, format=2)
