@@ -32,6 +32,22 @@ def _at(value: object, *keys: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Each node parameter the run had at another value than its default, but the run
+    options said apart (scenario, seed, steps, latency, driver, faults, names): what made
+    this run other than a plain `simforge run SCENARIO`."""
+    from simforge_ros.params import NODE_PARAMS
+    from simforge_ros.runner import SPEC_PARAMS
+
+    found: dict[str, Any] = {}
+    for node, specs in NODE_PARAMS.items():
+        params = _at(manifest, "nodes", node, "params")
+        for spec in specs:
+            if spec.name in params and spec.name not in SPEC_PARAMS.get(node, {}) and params[spec.name] != spec.default:
+                found[f"{node}.{spec.name}"] = params[spec.name]
+    return found
+
+
 def run_info(run: RunDir) -> dict[str, Any]:
     """What `simforge info --json` prints: the manifest's answers, named plainly."""
     manifest = run.manifest
@@ -59,6 +75,7 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "bridge": {**{k: bridge.get(k) for k in ("backend", "cameras", "camera_period_us", "width", "height")},
                    **{k: _at(manifest, "participants", "sim_bridge").get(k) for k in ("node", "pid", "host")}},
         "contract": manifest.get("contract"),
+        "settings": settings(manifest),
         "faults": manifest.get("faults") or [],
         "contacts": {k: _at(manifest, "contacts").get(k) for k in ("total", "harness_faults")},
         "chain_digest": manifest["chain_digest"],
@@ -70,6 +87,13 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "bag_problem": bag_problem,
         "versions": dict(_at(manifest, "versions")),
     }
+
+
+def _shown(value: object) -> str:
+    """A parameter's value as `--set` takes it."""
+    if isinstance(value, list):
+        return f"[{_listed(value)}]"
+    return json.dumps(value) if isinstance(value, bool) or value is None else str(value)
 
 
 def _listed(items: object) -> str:
@@ -125,6 +149,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
         f"driver     {info['driver']['policy'] or '?'}{_process(info['driver'])}",
         f"bridge     {bridge.get('backend') or '?'}: {rig}{_process(bridge)}",
         f"layout     {info['layout']}",
+        "settings   " + (", ".join(f"{k}={_shown(v)}" for k, v in info["settings"].items()) or "the defaults"),
     ]
     if contract:
         lines.append(f"contract   a step is {contract['decision_us']} us = {contract.get('ticks_per_step')} ticks of "

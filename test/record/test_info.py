@@ -18,6 +18,9 @@ def test_a_counted_run_its_setup_digests_and_topics(make_run):
     assert info["chain_digest"] == manifest["chain_digest"] and info["frames_digest"] == manifest["frames_digest"]
     assert info["contract"]["decision_us"] == 50_000
     assert info["contacts"] == {"total": 1, "harness_faults": 0}
+    # what the fabricated nodes were given other than the declared defaults (seed and
+    # scenario are said on their own line; "kind" is no declared parameter)
+    assert info["settings"] == {"clock_master.decision_us": 50_000, "sim_bridge.tick_us": 10_000}
     bag = info["bag"]
     counts = {t["topic"]: t["messages"] for t in bag["topics"]}
     # the cameras of the fabricated rig: front every step, rear every 2nd, top every 3rd
@@ -31,6 +34,7 @@ def test_a_counted_run_its_setup_digests_and_topics(make_run):
     assert bag["bytes"] == sum(f.stat().st_size for f in (run / "bag").iterdir())
     lines = describe(info)
     assert lines[:2] == ["run        kept", "status     counted, 60 steps"]
+    assert "settings   clock_master.decision_us=50000, sim_bridge.tick_us=10000" in lines
     digests = f"digests    chain {manifest['chain_digest'][:16]}  frames {manifest['frames_digest'][:16]}"
     assert any(line.startswith(digests) for line in lines)
     assert any(line.startswith("bag        mcap, ") and f"{bag['messages']} messages on {len(counts)} topics, "

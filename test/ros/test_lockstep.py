@@ -258,7 +258,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     assert lines[1] == "status     counted, 8 steps"
     assert re.fullmatch(r"driver     route \(node /driver, pid \d+ on .+\)", lines[3]), lines[3]
     assert lines[4].startswith("bridge     embedded: cameras chase, front, every step, 320x180 (node /sim_bridge, ")
-    assert "layout     single" in lines
+    assert "layout     single" in lines and "settings   the defaults" in lines
     assert any(line.split() == ["/clock", "rosgraph_msgs/msg/Clock", "8"] for line in lines)
     # two repeats of a lockstep run: the noise floor is zero
     floor = simforge("spread", rows[0]["run_dir"], rows[1]["run_dir"], cwd=tmp_path)
