@@ -11,7 +11,9 @@ clock master asks of a driver (the README's "Bring your own driver"):
 
 * Offer ``/simforge/decide``. Each request names the step, its exact time ``t_us``, the
   decision period, the seed, the vehicle state of that step and the frames of that step
-  (camera + exact stamp: await that stamp on the camera's topic, never take the latest).
+  (camera + exact stamp: await that stamp on the camera's topic, never take the latest),
+  and the bridge's ``camera_period_us``: a driver that needs frames at steps that period
+  misses refuses at step 0 (``rate_not_multiple``) rather than when the first one comes.
 * Answer with ``ok`` and an action for exactly that step: ``action.step`` and
   ``action.decided_step`` = ``request.step``, ``action.t_us`` = ``request.t_us``; anything
   else is refused (``participant_error``). To refuse, answer ``ok = false`` with a refusal
