@@ -404,6 +404,10 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                     time.sleep(0.05)
             finally:
                 follower.close()
+            # a participant that could not start, seen only now: the clock master ended
+            # between two looks (its refusal is a symptom; the node's problem is the cause)
+            not_started = not_started or next(
+                (name for name, proc in procs.items() if name != "clock_master" and proc.poll() == EXIT_USAGE), None)
         with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
             wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:

@@ -374,7 +374,10 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         try:
             shell = build()
         except (ConfigError, Refusal) as err:
-            print(err if isinstance(err, ConfigError) else f"{node_name}: {err}", file=sys.stderr)
+            print(err if isinstance(err, ConfigError) else f"{node_name}: {err}", file=sys.stderr, flush=True)
+            # the half-built node's teardown can hang like any other (exit_if_stuck): the
+            # problem is said, and `simforge run` waits for this exit status to name it
+            exit_if_stuck(TEARDOWN_S, EXIT_USAGE)
             return EXIT_USAGE
         executor = make_executor()
         executor.add_node(shell.node)
