@@ -106,8 +106,9 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
                 first, first_field = step_no, found[0]
         for path, _ in QUANTITIES:
             values = [v for v in (_value(r, path) for r in records) if v is not None]
-            if len(values) == len(records) and max(values) - min(values) > best[path][0]:
-                best[path] = (max(values) - min(values), step_no)
+            gap = max(values) - min(values) if len(values) == len(records) else 0.0
+            if gap > best[path][0]:
+                best[path] = (gap, step_no)
         xs = [v for v in (_value(r, "state.pose.x_m") for r in records) if v is not None]
         ys = [v for v in (_value(r, "state.pose.y_m") for r in records) if v is not None]
         if len(xs) == len(ys) == len(records):

@@ -37,6 +37,11 @@ def spread_runs(runs: Sequence[RunDir], force: bool = False) -> SpreadResult:
     return spread([step_records(run, WALL_KEYS) for run in runs])
 
 
+def _contacts(runs: Sequence[RunDir]) -> list[object]:
+    """Each run's contact count, as its manifest has it (None where it has none)."""
+    return [(run.manifest.get("contacts") or {}).get("total") for run in runs]
+
+
 def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
     return {
         "runs": [run.manifest["run_id"] for run in runs],
@@ -48,7 +53,7 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
         "differing_steps": result.differing_steps,
         "position": {"value": result.position.value, "unit": "m", "step": result.position.step},
         "spread": {s.field: {"value": s.value, "unit": s.unit, "step": s.step} for s in result.fields},
-        "contacts": [(run.manifest.get("contacts") or {}).get("total") for run in runs],
+        "contacts": _contacts(runs),
         "setup": [[{"field": f, "a": a, "b": b} for f, a, b in setup_differences(runs[0].manifest, run.manifest)]
                   for run in runs[1:]],
     }
@@ -73,7 +78,7 @@ def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
             lines.append("largest spread over the runs at one step (max - min):")
             lines += [f"  {'ego position' if s.field == 'position' else s.field:20s} {s.value:.6g} {s.unit}"
                       + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in apart]
-    contacts = [(run.manifest.get("contacts") or {}).get("total") for run in runs]
+    contacts = _contacts(runs)
     if len(set(contacts)) > 1:
         lines.append(f"contacts differ: {', '.join(str(c) for c in contacts)}")
     for run in runs[1:]:
