@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,9 +88,13 @@ class RunResult:
     # the recorder's frames chain (None: no frame, or nothing recorded): the step chain
     # holds no pixel, so two runs repeat bit for bit only if both digests do
     frames_digest: str | None = None
+    # what a participant did after the clock master ended the run (see _after_run_notes)
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
+        out["notes"] = list(self.notes)
+        return out
 
 
 def new_run_id(scenario: str, seed: int, index: int) -> str:
@@ -412,6 +416,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
             wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
                 time.sleep(0.05)
+            lingering = {name for name, proc in procs.items() if proc.poll() is None}
     finally:
         _stop_all(procs)
         for handle in handles:
@@ -425,7 +430,36 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
-    return _result(spec, outcome, procs["clock_master"].returncode)
+    result = _result(spec, outcome, procs["clock_master"].returncode)
+    if result.status != "counted":
+        return result  # the refusal names what went wrong; a participant's exit follows from it
+    return replace(result, notes=_after_run_notes(procs, lingering, logs))
+
+
+def _after_run_notes(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> tuple[str, ...]:
+    """A participant that exited non-zero after a counted run, or had to be stopped: its
+    record is complete (the recorder confirmed every step), but a node that crashes or
+    hangs on its way out is a fault of the stack all the same, so it is named, with its log.
+    Before, the runner ended them and said nothing."""
+    notes = []
+    for name, proc in procs.items():
+        if name == "clock_master":
+            continue
+        log = logs / f"{name}.log"
+        if name in lingering:
+            notes.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log})")
+        elif proc.returncode != 0:
+            notes.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
+    return tuple(notes)
+
+
+def _exit_status(code: int) -> str:
+    """``1``, or ``signal SIGSEGV`` for a process a signal ended."""
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+        return f"signal {-code}"
+    return str(code)
 
 
 def _start_node(

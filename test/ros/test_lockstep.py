@@ -32,6 +32,8 @@ def test_single_and_processes_layouts_give_the_same_digest(tmp_path):
     assert single.steps == processes.steps == 40
     assert single.chain_digest == processes.chain_digest
     assert len(single.chain_digest) == 64
+    # every participant left by itself, with 0, once the run was over: nothing to note
+    assert single.notes == processes.notes == ()
 
 
 def test_decision_not_a_whole_number_of_ticks_is_refused_before_step_0(tmp_path):
