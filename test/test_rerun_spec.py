@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from simforge_ros.core.errors import ConfigError
 from simforge_ros.record.rundir import RunDirError, layout_of
 from simforge_ros.rerun import read_params, spec_for
 from simforge_ros.runner import RunSpec, node_params, write_params_file
@@ -103,3 +104,24 @@ def test_an_outcome_without_a_chain_says_so() -> None:
     assert _outcome(None, 220, "ab" * 32) == f"counted, 220 steps, chain {'ab' * 8}"
     aborted = {"code": "aborted", "step": -1}
     assert _outcome(aborted, 0, "") == "refused:aborted at step -1, 0 steps, chain none"
+
+
+def test_a_frame_wait_the_clock_master_would_not_outwait_is_named() -> None:
+    """driver.frame_timeout_ms at or past participant_timeout_ms: a lost frame would be
+    refused as the driver's participant_timeout, not missing_frame. Only the torch driver
+    waits for frames, so the route follower takes any pair."""
+    short = {"clock_master": {"participant_timeout_ms": 3000}}
+    with pytest.raises(ConfigError) as err:
+        node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=short))
+    assert str(err.value) == (
+        "run parameters: driver.frame_timeout_ms: expected less than clock_master.participant_timeout_ms (3000): "
+        "the clock master must outwait the driver's wait for a frame, or a frame that never comes is refused as "
+        "participant_timeout, got 5000")
+    both = {**short, "driver": {"frame_timeout_ms": 3000}}
+    with pytest.raises(ConfigError, match="driver.frame_timeout_ms"):
+        node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=both))
+    fits = {**short, "driver": {"frame_timeout_ms": 2999}}
+    assert node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=fits))["driver"][
+        "frame_timeout_ms"] == 2999
+    assert node_params(RunSpec("right_turn", Path("/runs/a"), "a", sets=short))["clock_master"][
+        "participant_timeout_ms"] == 3000
