@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) 
     for flag, value, low in (("--calls", args.calls, 1), ("--samples", args.samples, 1),
                              ("--threads", args.threads, 1), ("--seed", args.seed, 0)):
         if value < low:  # --seed -3 used to fail in numpy: "expected non-negative integer"
-            print(f"probe-driver: {flag}: expected an integer >= {low}, got {value}", file=sys.stderr)
+            print(f"simforge probe-driver: {flag}: expected an integer >= {low}, got {value}", file=sys.stderr)
             return EXIT_USAGE
     try:
         base = TorchPlannerConfig(
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) 
         if args.inputs is None:
             inputs = generated_inputs(args.seed, base.cameras)
         elif loader is None:
-            print(f"probe-driver: {NO_LOADER_MESSAGE}", file=sys.stderr)
+            print(f"simforge probe-driver: {NO_LOADER_MESSAGE}", file=sys.stderr)
             return EXIT_USAGE
         else:
             inputs = loader(args.inputs)
@@ -181,7 +181,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) 
         modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
         results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]
     except (SimforgeError, OSError, ValueError, KeyError) as exc:
-        print(f"probe-driver: {exc}", file=sys.stderr)
+        print(f"simforge probe-driver: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=2))

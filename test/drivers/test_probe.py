@@ -91,9 +91,9 @@ def test_inputs_come_from_the_injected_loader(
 
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--samples", "0"]) == 2
-    assert capsys.readouterr().err == "probe-driver: --samples: expected an integer >= 1, got 0\n"
+    assert capsys.readouterr().err == "simforge probe-driver: --samples: expected an integer >= 1, got 0\n"
     assert main(["--seed", "-3"]) == 2
-    assert capsys.readouterr().err == "probe-driver: --seed: expected an integer >= 0, got -3\n"
+    assert capsys.readouterr().err == "simforge probe-driver: --seed: expected an integer >= 0, got -3\n"
     assert main(["--deterministic", "maybe"]) == 2
     assert main(["--weights", "/nonexistent/planner.pt", "--calls", "1"]) == 2
     assert "driver.weights:" in capsys.readouterr().err
