@@ -11,15 +11,27 @@ master ends the run; its exit ends the launch.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, RegisterEventHandler
+from launch import LaunchContext, LaunchDescription
+from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
 from launch.conditions import IfCondition, UnlessCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
 from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
+
+from simforge_ros.params import planner_cameras
+
+
+def _bridge_for_torch(context: LaunchContext) -> list[Node]:
+    """The bridge, rendering the cameras the torch planner looks at: the parameter file's
+    driver.cameras (read when the launch runs), as `simforge run --driver torch` does."""
+    params_file = LaunchConfiguration("params_file").perform(context)
+    cameras = planner_cameras(Path(params_file))
+    return [Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
+                 parameters=[params_file, {"scenario": LaunchConfiguration("scenario"), "cameras": cameras}])]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -40,16 +52,12 @@ def generate_launch_description() -> LaunchDescription:
     params_file = cfg["params_file"]
     recorder = Node(package="simforge_ros", executable="recorder", name="recorder", output="screen",
                     parameters=[params_file, {"out_dir": cfg["out_dir"], "run_id": cfg["run_id"]}])
-    # the torch planner looks at the four surround cameras by default: with driver:=torch the
-    # bridge renders those, whatever the parameter file's rig (`simforge run --driver torch`
-    # renders driver.cameras; a launch argument cannot read the file's list)
+    # with driver:=torch the bridge renders what the planner looks at (driver.cameras in the
+    # parameter file, or the four surround cameras), whatever the file's rig for the bridge
     is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
                   parameters=[params_file, {"scenario": cfg["scenario"]}], condition=UnlessCondition(is_torch))
-    bridge_for_torch = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                            parameters=[params_file, {"scenario": cfg["scenario"],
-                                                      "cameras": ["front", "left", "rear", "right"]}],
-                            condition=IfCondition(is_torch))
+    bridge_for_torch = OpaqueFunction(function=_bridge_for_torch, condition=IfCondition(is_torch))
     driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
                   parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}],
                   condition=UnlessCondition(PythonExpression(["'", cfg["driver"], "' == 'external'"])))

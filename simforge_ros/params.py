@@ -269,3 +269,17 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     if problems:
         raise ConfigError(problems)
     return checked
+
+
+def planner_cameras(path: Path) -> list[str]:
+    """The cameras the torch planner looks at, as the parameter file ``path`` sets them
+    (``driver.cameras``, else its default): what the bridge renders when the launch file
+    starts ``driver:=torch``, as `simforge run --driver torch` does (runner.node_params).
+    Before, the launch file gave the bridge the four surround cameras whatever the file
+    said, and a planner looking at ``chase`` was refused missing_frame at step 0.
+
+    Raises:
+        ConfigError: the file is not a valid simforge parameter file (read_params_file).
+    """
+    cameras = read_params_file(path).get("driver", {}).get("cameras", spec("driver", "cameras").default)
+    return [str(c) for c in cameras]

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from simforge_ros.core.errors import ConfigError
-from simforge_ros.params import NODE_PARAMS, validate
+from simforge_ros.params import NODE_PARAMS, planner_cameras, validate
 from simforge_ros.runner import EXTERNAL, SURROUND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,23 +71,53 @@ def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
         assert f'"{arg}"' in source
 
 
+def _calls(source: str, name: str) -> list[ast.Call]:
+    return [node for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == name]
+
+
 def test_launch_file_leaves_the_driver_out_for_an_external_one():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    calls = [node for node in ast.walk(ast.parse(source))
-             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"]
     conditions: dict[str, list[str | None]] = {}
-    for call in calls:
+    for call in _calls(source, "Node"):
         executable = next(kw.value.value for kw in call.keywords if kw.arg == "executable")
         condition = next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
         conditions.setdefault(executable, []).append(condition)
     expected = f"""UnlessCondition(PythonExpression(["'", cfg['driver'], "' == '{EXTERNAL}'"]))"""
     assert conditions.pop("driver") == [expected]
-    # one bridge or the other: the torch planner's rig, or the parameter file's
-    assert sorted(conditions.pop("sim_bridge")) == ["IfCondition(is_torch)", "UnlessCondition(is_torch)"]
+    # one bridge or the other: the parameter file's rig, or (built when the launch runs,
+    # under the OpaqueFunction's condition) the torch planner's
+    assert sorted(conditions.pop("sim_bridge"), key=str) == [None, "UnlessCondition(is_torch)"]
+    [opaque] = _calls(source, "OpaqueFunction")
+    assert {kw.arg: ast.unparse(kw.value) for kw in opaque.keywords} == {
+        "function": "_bridge_for_torch", "condition": "IfCondition(is_torch)"}
     assert """is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])""" in source
     assert set(map(tuple, conditions.values())) == {(None,)}  # every other node always starts
 
 
 def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    assert f'"cameras": {list(SURROUND)!r}'.replace("'", '"') in source
+    function = next(node for node in ast.walk(ast.parse(source))
+                    if isinstance(node, ast.FunctionDef) and node.name == "_bridge_for_torch")
+    body = ast.unparse(function)
+    assert "cameras = planner_cameras(Path(params_file))" in body
+    assert "'cameras': cameras" in body and "executable='sim_bridge'" in body
+
+
+def test_the_planner_cameras_are_the_parameter_files_or_the_default(tmp_path):
+    """What the launch file's torch bridge renders: as node_params does for `simforge run`."""
+    own = tmp_path / "own.yaml"
+    own.write_text("driver:\n  ros__parameters:\n    cameras: [chase, front]\n"
+                   "sim_bridge:\n  ros__parameters:\n    cameras: [rear]\n")
+    assert planner_cameras(own) == ["chase", "front"]
+    assert planner_cameras(ROOT / "config" / "simforge.yaml") == list(SURROUND)
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("/**:\n  ros__parameters:\n    cameras: [left]\n")
+    assert planner_cameras(shared) == ["left"]
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("clock_master:\n  ros__parameters:\n    seed: 3\n")
+    assert planner_cameras(bare) == list(SURROUND)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("driver:\n  ros__parameters:\n    cameras: front\n")
+    with pytest.raises(ConfigError, match=r"driver\.cameras|cameras"):
+        planner_cameras(bad)
