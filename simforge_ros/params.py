@@ -279,7 +279,31 @@ def planner_cameras(path: Path) -> list[str]:
     said, and a planner looking at ``chase`` was refused missing_frame at step 0.
 
     Raises:
-        ConfigError: the file is not a valid simforge parameter file (read_params_file).
+        ConfigError: the file is not a valid simforge parameter file (read_params_file),
+            or its driver.frame_timeout_ms is not below the clock master's participant_timeout_ms.
     """
-    cameras = read_params_file(path).get("driver", {}).get("cameras", spec("driver", "cameras").default)
+    params = read_params_file(path)
+    check_frame_wait({**params, "driver": {**params.get("driver", {}), "policy": "torch"}}, str(path))
+    cameras = params.get("driver", {}).get("cameras", spec("driver", "cameras").default)
     return [str(c) for c in cameras]
+
+
+def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
+    """The torch driver waits up to ``frame_timeout_ms`` for a frame before it answers
+    ``missing_frame``; a clock master that gives up on the call first refuses the run as
+    ``participant_timeout`` of the driver instead, naming the wrong cause.
+
+    Raises:
+        ConfigError: ``driver.frame_timeout_ms`` not below ``clock_master.participant_timeout_ms``.
+    """
+    driver = params.get("driver")
+    if driver is None or driver.get("policy") != "torch":
+        return  # the route follower waits for no frame; an external driver's waits are its own
+    frame_ms = driver.get("frame_timeout_ms", spec("driver", "frame_timeout_ms").default)
+    limit_ms = params.get("clock_master", {}).get(
+        "participant_timeout_ms", spec("clock_master", "participant_timeout_ms").default)
+    if frame_ms >= limit_ms:
+        raise ConfigError.single(
+            source, "driver.frame_timeout_ms",
+            f"less than clock_master.participant_timeout_ms ({limit_ms}): the clock master must outwait the "
+            "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)

@@ -38,8 +38,8 @@ from simforge_ros.core.errors import (
 )
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
+from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
-from simforge_ros.params import validate
 from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV
 from simforge_ros.record.rundir import PARAMS
 
@@ -156,29 +156,8 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
                 params[node].pop(name[:-2] + "_us", None)  # seconds replace a default in us
             params[node][name] = value
     checked = validate(params, "run parameters")
-    _check_frame_wait(checked)
+    check_frame_wait(checked, "run parameters")
     return checked
-
-
-def _check_frame_wait(params: Mapping[str, Mapping[str, Any]]) -> None:
-    """The torch driver waits up to ``frame_timeout_ms`` for a frame before it answers
-    ``missing_frame``; a clock master that gives up on the call first refuses the run as
-    ``participant_timeout`` of the driver instead, naming the wrong cause.
-
-    Raises:
-        ConfigError: ``driver.frame_timeout_ms`` not below ``clock_master.participant_timeout_ms``.
-    """
-    driver = params.get("driver")
-    if driver is None or driver.get("policy") != "torch":
-        return  # the route follower waits for no frame; an external driver's waits are its own
-    frame_ms = driver.get("frame_timeout_ms", spec_of("driver", "frame_timeout_ms").default)
-    limit_ms = params.get("clock_master", {}).get(
-        "participant_timeout_ms", spec_of("clock_master", "participant_timeout_ms").default)
-    if frame_ms >= limit_ms:
-        raise ConfigError.single(
-            "run parameters", "driver.frame_timeout_ms",
-            f"less than clock_master.participant_timeout_ms ({limit_ms}): the clock master must outwait the "
-            "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)
 
 
 def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

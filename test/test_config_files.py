@@ -121,3 +121,10 @@ def test_the_planner_cameras_are_the_parameter_files_or_the_default(tmp_path):
     bad.write_text("driver:\n  ros__parameters:\n    cameras: front\n")
     with pytest.raises(ConfigError, match=r"driver\.cameras|cameras"):
         planner_cameras(bad)
+    # a file whose driver would wait for a frame longer than the clock master waits for it
+    slow = tmp_path / "slow.yaml"
+    slow.write_text("clock_master:\n  ros__parameters:\n    participant_timeout_ms: 4000\n")
+    with pytest.raises(ConfigError) as err:
+        planner_cameras(slow)
+    assert str(err.value).startswith(f"{slow}: driver.frame_timeout_ms: expected less than "
+                                     "clock_master.participant_timeout_ms (4000): ")
