@@ -41,6 +41,7 @@ from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_do
 from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV
+from simforge_ros.record.manifest import write_json
 from simforge_ros.record.rundir import PARAMS
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -88,13 +89,9 @@ class RunResult:
     # the recorder's frames chain (None: no frame, or nothing recorded): the step chain
     # holds no pixel, so two runs repeat bit for bit only if both digests do
     frames_digest: str | None = None
-    # what a participant did after the clock master ended the run (see _after_run_notes)
-    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
-        out["notes"] = list(self.notes)
-        return out
+        return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
 
 
 def new_run_id(scenario: str, seed: int, index: int) -> str:
@@ -433,26 +430,42 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     result = _result(spec, outcome, procs["clock_master"].returncode)
-    if result.status != "counted":
-        return result  # the refusal names what went wrong; a participant's exit follows from it
-    return replace(result, notes=_after_run_notes(procs, lingering, logs))
+    unclean = _unclean_exits(procs, lingering, logs)
+    if result.status != "counted" or not unclean:
+        return result  # a refused run's refusal names what went wrong; an exit follows from it
+    return _refuse_unclean(spec, result, unclean)
 
 
-def _after_run_notes(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> tuple[str, ...]:
-    """A participant that exited non-zero after a counted run, or had to be stopped: its
-    record is complete (the recorder confirmed every step), but a node that crashes or
-    hangs on its way out is a fault of the stack all the same, so it is named, with its log.
-    Before, the runner ended them and said nothing."""
-    notes = []
+def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> list[str]:
+    """Each participant that exited non-zero after the run, or had to be stopped, with its
+    log. A participant whose teardown hangs leaves by itself with 0 (exit_if_stuck), so
+    one still there past _GRACE_S is stuck where that cannot reach it."""
+    unclean = []
     for name, proc in procs.items():
         if name == "clock_master":
             continue
         log = logs / f"{name}.log"
         if name in lingering:
-            notes.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log})")
+            unclean.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log})")
         elif proc.returncode != 0:
-            notes.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
-    return tuple(notes)
+            unclean.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
+    return unclean
+
+
+def _refuse_unclean(spec: RunSpec, result: RunResult, unclean: list[str]) -> RunResult:
+    """A run counts only with a clean exit of every node (the seed article's third guard):
+    one that crashed or hung on its way out is a fault of the stack, even with every step
+    recorded. The run is refused participant_error after its last step; the manifest says
+    so, its records stay as they are. Before, the runner stopped such a node and said
+    nothing, and the run counted."""
+    refusal = {"code": ParticipantError.code, "step": result.steps,
+               "detail": "; ".join(unclean) + ": a run counts only with a clean exit of every node"}
+    manifest_path = spec.out_dir / "manifest.json"
+    with contextlib.suppress(OSError, ValueError):  # unreadable or unwritable: the exit status still says it
+        manifest = json.loads(manifest_path.read_text())
+        manifest["status"], manifest["refusal"] = "refused", refusal
+        write_json(manifest_path, manifest)
+    return replace(result, status="refused", refusal=refusal, exit_code=ParticipantError.exit_code)
 
 
 def _exit_status(code: int) -> str:

@@ -1,21 +1,23 @@
-"""What the runner says of participants that misbehave after a counted run: real
-processes that exit non-zero, by a signal, or not at all."""
+"""A run counts only with a clean exit of every node: what the runner makes of
+participants that misbehave after a counted run (real processes that exit non-zero, by a
+signal, or not at all)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from simforge_ros.runner import _after_run_notes, _stop_all
+from simforge_ros.runner import RunResult, RunSpec, _refuse_unclean, _stop_all, _unclean_exits
 
 
 def _started(code: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
-def test_a_participant_that_crashed_or_hung_after_the_run_is_named_with_its_log(tmp_path: Path) -> None:
+def test_a_participant_that_crashed_after_the_run_is_named_with_its_log(tmp_path: Path) -> None:
     procs = {
         "clock_master": _started("raise SystemExit(0)"),
         "sim_bridge": _started("raise SystemExit(0)"),
@@ -24,11 +26,10 @@ def test_a_participant_that_crashed_or_hung_after_the_run_is_named_with_its_log(
     }
     for proc in procs.values():
         proc.wait(timeout=30)
-    notes = _after_run_notes(procs, set(), tmp_path)
-    assert notes == (
+    assert _unclean_exits(procs, set(), tmp_path) == [
         f"driver exited with 3 after the run ended (see {tmp_path / 'driver.log'})",
         f"recorder exited with signal SIGSEGV after the run ended (see {tmp_path / 'recorder.log'})",
-    )
+    ]
 
 
 def test_a_participant_still_running_after_the_grace_is_named_as_stopped(tmp_path: Path) -> None:
@@ -37,13 +38,26 @@ def test_a_participant_still_running_after_the_grace_is_named_as_stopped(tmp_pat
     lingering = {name for name, proc in procs.items() if proc.poll() is None}
     _stop_all(procs)
     assert procs["driver"].returncode == -signal.SIGTERM
-    assert _after_run_notes(procs, lingering, tmp_path) == (
+    assert _unclean_exits(procs, lingering, tmp_path) == [
         f"driver was still running 5 s after the run ended and was stopped (see {tmp_path / 'driver.log'})",
-    )
+    ]
 
 
-def test_participants_that_left_with_0_give_no_note(tmp_path: Path) -> None:
+def test_participants_that_left_with_0_are_clean(tmp_path: Path) -> None:
     procs = {name: _started("pass") for name in ("clock_master", "sim_bridge", "driver", "recorder")}
     for proc in procs.values():
         proc.wait(timeout=30)
-    assert _after_run_notes(procs, set(), tmp_path) == ()
+    assert _unclean_exits(procs, set(), tmp_path) == []
+
+
+def test_an_unclean_exit_refuses_the_run_and_its_manifest_says_so(tmp_path: Path) -> None:
+    manifest = {"run_id": "r", "status": "counted", "refusal": None, "steps": 40, "chain_digest": "ab" * 32}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    counted = RunResult("r", "right_turn", 40, "ab" * 32, "counted", None, str(tmp_path), 0)
+    refused = _refuse_unclean(RunSpec("right_turn", tmp_path, "r"), counted, ["driver exited with 3 (see d.log)"])
+    detail = "driver exited with 3 (see d.log): a run counts only with a clean exit of every node"
+    assert (refused.status, refused.exit_code) == ("refused", 18)
+    assert refused.refusal == {"code": "participant_error", "step": 40, "detail": detail}
+    kept = json.loads((tmp_path / "manifest.json").read_text())
+    assert kept == {**manifest, "status": "refused", "refusal": refused.refusal}
+    assert (refused.steps, refused.chain_digest) == (40, "ab" * 32)  # what was recorded stays
