@@ -430,7 +430,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     result = _result(spec, outcome, procs["clock_master"].returncode)
-    unclean = _unclean_exits(procs, lingering, logs)
+    unclean = _unclean_exits(procs, lingering, logs) + _abort_lines(logs, list(procs))
     if result.status != "counted" or not unclean:
         return result  # a refused run's refusal names what went wrong; an exit follows from it
     return _refuse_unclean(spec, result, unclean)
@@ -452,14 +452,33 @@ def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[
     return unclean
 
 
+# What a node prints only when something broke that no refusal named: a Python traceback
+# (an exception escaped a thread or a callback), rcutils' FATAL level, an interpreter abort.
+ABORT_MARKERS = ("Traceback (most recent call last):", "Exception in thread", "Fatal Python error", "[FATAL]")
+
+
+def _abort_lines(logs: Path, names: list[str]) -> list[str]:
+    """The first abort line (ABORT_MARKERS) of each node's log, with its line number: a run
+    counts only with none, as the seed article's clean-exit guard has it."""
+    found = []
+    for name in names:
+        log = logs / f"{name}.log"
+        with contextlib.suppress(OSError), log.open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                if any(marker in line for marker in ABORT_MARKERS):
+                    found.append(f"{log} line {number}: {line.strip()[:200]!r}")
+                    break
+    return found
+
+
 def _refuse_unclean(spec: RunSpec, result: RunResult, unclean: list[str]) -> RunResult:
-    """A run counts only with a clean exit of every node (the seed article's third guard):
-    one that crashed or hung on its way out is a fault of the stack, even with every step
-    recorded. The run is refused participant_error after its last step; the manifest says
-    so, its records stay as they are. Before, the runner stopped such a node and said
-    nothing, and the run counted."""
+    """A run counts only with a clean exit of every node and no abort line in their logs
+    (the seed article's third guard): a node that crashed or hung on its way out, or printed
+    a traceback, is a fault of the stack, even with every step recorded. The run is refused
+    participant_error after its last step; the manifest says so, its records stay as they
+    are. Before, the runner stopped such a node and said nothing, and the run counted."""
     refusal = {"code": ParticipantError.code, "step": result.steps,
-               "detail": "; ".join(unclean) + ": a run counts only with a clean exit of every node"}
+               "detail": "; ".join(unclean) + ": a run counts only with a clean exit of every node and no abort line"}
     manifest_path = spec.out_dir / "manifest.json"
     with contextlib.suppress(OSError, ValueError):  # unreadable or unwritable: the exit status still says it
         manifest = json.loads(manifest_path.read_text())

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simforge_ros.runner import RunResult, RunSpec, _refuse_unclean, _stop_all, _unclean_exits
+from simforge_ros.runner import RunResult, RunSpec, _abort_lines, _refuse_unclean, _stop_all, _unclean_exits
 
 
 def _started(code: str) -> subprocess.Popen[bytes]:
@@ -55,9 +55,25 @@ def test_an_unclean_exit_refuses_the_run_and_its_manifest_says_so(tmp_path: Path
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     counted = RunResult("r", "right_turn", 40, "ab" * 32, "counted", None, str(tmp_path), 0)
     refused = _refuse_unclean(RunSpec("right_turn", tmp_path, "r"), counted, ["driver exited with 3 (see d.log)"])
-    detail = "driver exited with 3 (see d.log): a run counts only with a clean exit of every node"
+    detail = "driver exited with 3 (see d.log): a run counts only with a clean exit of every node and no abort line"
     assert (refused.status, refused.exit_code) == ("refused", 18)
     assert refused.refusal == {"code": "participant_error", "step": 40, "detail": detail}
     kept = json.loads((tmp_path / "manifest.json").read_text())
     assert kept == {**manifest, "status": "refused", "refusal": refused.refusal}
     assert (refused.steps, refused.chain_digest) == (40, "ab" * 32)  # what was recorded stays
+
+
+def test_the_first_abort_line_of_each_log_is_named(tmp_path: Path) -> None:
+    """A traceback or a FATAL line: something broke that no refusal named. The warnings a
+    counted run's logs hold (a resent request, a slow acknowledgement) are not one."""
+    (tmp_path / "clock_master.log").write_text(
+        "[WARN] [1.0] [clock_master]: no answer from driver within 1 s (step 0): sending the request again\n"
+        'SIMFORGE_OUTCOME {"status": "counted"}\n')
+    (tmp_path / "recorder.log").write_text(
+        "Exception in thread bag-writer:\nTraceback (most recent call last):\n  File x\nOSError: boom\n")
+    (tmp_path / "driver.log").write_text("[FATAL] [2.0] [driver]: lost\nTraceback (most recent call last):\n")
+    names = ["clock_master", "recorder", "driver", "sim_bridge"]  # no sim_bridge.log: nothing to say
+    assert _abort_lines(tmp_path, names) == [
+        f"{tmp_path / 'recorder.log'} line 1: 'Exception in thread bag-writer:'",
+        f"{tmp_path / 'driver.log'} line 1: '[FATAL] [2.0] [driver]: lost'",
+    ]
