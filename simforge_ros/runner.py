@@ -579,15 +579,16 @@ def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunRe
                    ParticipantError.exit_code)
 
 
-def fastdds_profile() -> Path | None:
-    """config/fastdds_shm.xml (source tree, or the install's share/simforge_ros/config).
+def fastdds_profile(name: str = _PROFILE) -> Path | None:
+    """config/<name> (source tree, or the install's share/simforge_ros/config).
 
-    Node processes get it unless the user named a Fast DDS profile: the default 512 KB
-    shared-memory segment is smaller than one step of the four-camera rig (about 700 KB).
+    Node processes get config/fastdds_shm.xml unless the user named a Fast DDS profile:
+    the default 512 KB shared-memory segment is smaller than one step of the four-camera
+    rig (about 700 KB). `simforge play` gets config/fastdds_play.xml (record.play).
     """
     package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "config" / _PROFILE,
-                      Path(sys.prefix) / "share" / "simforge_ros" / "config" / _PROFILE):
+    for candidate in (package.parent / "config" / name,
+                      Path(sys.prefix) / "share" / "simforge_ros" / "config" / name):
         if candidate.is_file():
             return candidate
     return None

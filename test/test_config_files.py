@@ -128,3 +128,23 @@ def test_the_planner_cameras_are_the_parameter_files_or_the_default(tmp_path):
         planner_cameras(slow)
     assert str(err.value).startswith(f"{slow}: driver.frame_timeout_ms: expected less than "
                                      "clock_master.participant_timeout_ms (4000): ")
+
+
+def test_the_play_profile_sets_only_the_writers_heartbeat():
+    """`simforge play` talks to the user's own nodes: its Fast DDS profile keeps their
+    default transports and only makes writers heartbeat every 100 ms (record.play)."""
+    import xml.etree.ElementTree as ET
+
+    from simforge_ros.record.play import PLAY_PROFILE
+    from simforge_ros.runner import fastdds_profile
+
+    path = fastdds_profile(PLAY_PROFILE)
+    assert path is not None and path.name == "fastdds_play.xml"
+    ns = {"dds": "http://www.eprosima.com"}
+    profiles = ET.parse(path).getroot().find("dds:profiles", ns)
+    assert [child.tag.split("}")[1] for child in profiles] == ["data_writer"]
+    writer = profiles.find("dds:data_writer", ns)
+    assert writer.get("is_default_profile") == "true"
+    period = writer.find("dds:times/dds:heartbeat_period", ns)
+    assert (period.findtext("dds:sec", namespaces=ns), period.findtext("dds:nanosec", namespaces=ns)) == (
+        "0", "100000000")

@@ -252,9 +252,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _play(run.bag_path, chosen, latched, args)
 
 
+# config/fastdds_play.xml: Fast DDS's writers heartbeat every 3 s, and a reader acknowledges
+# only when asked by one, so the wait for the last messages' acknowledgement (_wait_acked)
+# took up to 3 s after the last message; with writers heartbeating every 100 ms, 0.1 s. It
+# sets nothing else: the transports are Fast DDS's defaults, as for the user's own nodes.
+PLAY_PROFILE = "fastdds_play.xml"
+
+
 def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argparse.Namespace) -> int:
     import rclpy
 
+    from simforge_ros.runner import fastdds_profile
+
+    profile = fastdds_profile(PLAY_PROFILE)
+    named = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE") or os.environ.get("FASTRTPS_DEFAULT_PROFILES_FILE")
+    if profile is not None and not named:  # read by Fast DDS when the first participant is made
+        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
     rclpy.init(args=None)
     player = Player(chosen, latched)
     try:
