@@ -1,0 +1,57 @@
+"""A run counts only with a clean exit of every node and no abort line (the seed
+article's third guard), shown on real `processes` runs whose nodes misbehave only after
+the last step. The misbehaviour comes from a sitecustomize module on the node processes'
+PYTHONPATH: nothing in simforge is told about it, as with a real crash at exit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from runs import lockstep, manifest_of
+
+# runs at interpreter exit in the one node process named, after the node's main returned 0
+_AT_EXIT = """\
+import atexit, os, sys
+if "simforge_ros.nodes.{node}" in sys.orig_argv:
+    atexit.register(lambda: {action})
+"""
+
+
+def _at_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: str, action: str) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_AT_EXIT.format(node=node, action=action))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+
+
+def test_a_node_that_exits_non_zero_after_the_last_step_refuses_the_run(tmp_path, monkeypatch):
+    _at_exit(tmp_path, monkeypatch, "driver", "os._exit(3)")
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
+    assert (result.status, result.exit_code) == ("refused", 18)
+    log = Path(result.run_dir) / "logs" / "driver.log"
+    assert result.refusal == {
+        "code": "participant_error", "step": 12,
+        "detail": f"driver exited with 3 after the run ended (see {log}): a run counts only with a clean exit "
+                  "of every node and no abort line"}
+    manifest = manifest_of(result)
+    assert (manifest["status"], manifest["refusal"], manifest["steps"]) == ("refused", result.refusal, 12)
+    records = (Path(result.run_dir) / "steps.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in records] == list(range(12))  # every step is kept
+
+
+def test_a_traceback_in_a_nodes_log_refuses_the_run(tmp_path, monkeypatch):
+    _at_exit(tmp_path, monkeypatch, "recorder",
+             "print('Traceback (most recent call last):', file=sys.stderr, flush=True)")
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
+    assert (result.status, result.refusal["code"], result.refusal["step"]) == ("refused", "participant_error", 12)
+    log = Path(result.run_dir) / "logs" / "recorder.log"
+    assert result.refusal["detail"].startswith(f"{log} line 1: 'Traceback (most recent call last):'")
+
+
+def test_a_clean_run_with_the_same_hook_on_no_node_counts(tmp_path, monkeypatch):
+    """The hook itself changes nothing: on a node name no process has, the run counts."""
+    _at_exit(tmp_path, monkeypatch, "nobody", "os._exit(3)")
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
+    assert (result.status, result.refusal, result.exit_code) == ("counted", None, 0)
