@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -362,10 +362,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     not_started: str | None = None  # a node that exited with a configuration error
     order = [n for n in NODES if (spec.record or n != "recorder") and (spec.driver != EXTERNAL or n != "driver")]
     env = dict(lease.env)
-    profile = fastdds_profile()
-    user_profile = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
-    if profile is not None and not user_profile:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+    use_fastdds_profile(env)
     env[LAUNCHER_ENV] = str(os.getpid())  # killed outright, this process is missed (watch_launcher)
     stop_asked = threading.Event()
 
@@ -577,6 +574,16 @@ def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunRe
     return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "",
                           "refusal": {"code": "participant_error", "step": -1, "detail": detail}},
                    ParticipantError.exit_code)
+
+
+def use_fastdds_profile(env: MutableMapping[str, str], name: str = _PROFILE) -> None:
+    """Name config/<name> in ``env`` as the Fast DDS profile file, unless the user named
+    one there (theirs alone applies then). Fast DDS reads it when a process makes its
+    first participant."""
+    profile = fastdds_profile(name)
+    named = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
+    if profile is not None and not named:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
 
 
 def fastdds_profile(name: str = _PROFILE) -> Path | None:

@@ -262,12 +262,9 @@ PLAY_PROFILE = "fastdds_play.xml"
 def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argparse.Namespace) -> int:
     import rclpy
 
-    from simforge_ros.runner import fastdds_profile
+    from simforge_ros.runner import use_fastdds_profile
 
-    profile = fastdds_profile(PLAY_PROFILE)
-    named = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE") or os.environ.get("FASTRTPS_DEFAULT_PROFILES_FILE")
-    if profile is not None and not named:  # read by Fast DDS when the first participant is made
-        os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
+    use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
     rclpy.init(args=None)
     player = Player(chosen, latched)
     try:
