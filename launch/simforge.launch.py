@@ -15,11 +15,17 @@ from pathlib import Path
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchContext, LaunchDescription
-from launch.actions import DeclareLaunchArgument, EmitEvent, OpaqueFunction, RegisterEventHandler
+from launch.actions import (
+    DeclareLaunchArgument,
+    EmitEvent,
+    OpaqueFunction,
+    RegisterEventHandler,
+    SetEnvironmentVariable,
+)
 from launch.conditions import IfCondition, UnlessCondition
 from launch.event_handlers import OnProcessExit
 from launch.events import Shutdown
-from launch.substitutions import LaunchConfiguration, PythonExpression
+from launch.substitutions import EnvironmentVariable, LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
 from simforge_ros.params import planner_cameras
@@ -48,6 +54,11 @@ def generate_launch_description() -> LaunchDescription:
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
     }
     declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in args.items()]
+    # the Fast DDS profile `simforge run` gives its node processes (a shared-memory segment a
+    # four-camera step fits in, writers' heartbeats every 100 ms), unless one of yours is named
+    profile = os.path.join(share, "config", "fastdds_shm.xml")
+    fastdds = SetEnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE",
+                                     EnvironmentVariable("FASTDDS_DEFAULT_PROFILES_FILE", default_value=profile))
     cfg = {k: LaunchConfiguration(k) for k in args}
     params_file = cfg["params_file"]
     recorder = Node(package="simforge_ros", executable="recorder", name="recorder", output="screen",
@@ -65,4 +76,4 @@ def generate_launch_description() -> LaunchDescription:
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
-    return LaunchDescription([*declared, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])
+    return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

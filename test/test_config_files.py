@@ -104,6 +104,18 @@ def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
     assert "'cameras': cameras" in body and "executable='sim_bridge'" in body
 
 
+def test_launch_file_gives_the_nodes_simforge_runs_fast_dds_profile_unless_one_is_named():
+    source = (ROOT / "launch" / "simforge.launch.py").read_text()
+    [call] = _calls(source, "SetEnvironmentVariable")
+    assert ast.unparse(call) == ("SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', "
+                                 "EnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', default_value=profile))")
+    assert 'profile = os.path.join(share, "config", "fastdds_shm.xml")' in source
+    assert (ROOT / "config" / "fastdds_shm.xml").is_file()
+    # set before any node starts: the first entity after the launch arguments
+    body = source.split("LaunchDescription([", 1)[1]
+    assert body.startswith("*declared, fastdds, recorder,")
+
+
 def test_the_planner_cameras_are_the_parameter_files_or_the_default(tmp_path):
     """What the launch file's torch bridge renders: as node_params does for `simforge run`."""
     own = tmp_path / "own.yaml"
