@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from runs import lockstep, manifest_of
 
 # runs at interpreter exit in the one node process named, after the node's main returned 0
