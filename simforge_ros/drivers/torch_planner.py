@@ -283,12 +283,16 @@ class TorchPlanner:
         self.model: nn.Module = model.eval().to(_DTYPES[config.dtype])  # called in inference_mode
         self._seed, self._decision_us, self._period_steps = 0, 0, 0
         self._plan: tuple[int, Pose2D, tuple[TrajectoryPoint, ...]] | None = None
-        if self._weights_kind == "torchscript":  # someone else's code: does it answer in our shape?
-            self._check_model()
+        self._check_model()
 
     def _check_model(self) -> None:
         """One call on black frames at start-up, so that a TorchScript model of another
-        shape is a configuration error now rather than a refusal at the first planning step.
+        shape (someone else's code) is a configuration error now rather than a refusal at
+        the first planning step. It also pays torch's lazy set-up before step 0: a process's
+        first call took 1.4-1.5 s here (later ones 3 ms), so that step 0's Decide call
+        outlasted the clock master's 1 s before it resends a first request, in every torch
+        `processes` run. The call changes nothing a later one computes: the model is in eval
+        mode, no gradient, its noise input zeros.
 
         Raises:
             ConfigError: the model fails on, or answers other than (samples, waypoints, 2) to,
