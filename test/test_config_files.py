@@ -195,3 +195,17 @@ def test_package_xml_declares_every_package_the_code_and_launch_file_import():
             missing.append(module)
     assert missing == []
     assert "rclpy" in third_party and "launch_ros" in third_party  # the walk saw the code
+
+
+def test_the_version_is_the_same_in_package_xml_setup_py_and_the_package():
+    """rosdep and colcon read package.xml, pip reads setup.py, a run's manifest records
+    simforge_ros.__version__: one version, written three times, held equal here."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    import simforge_ros
+
+    declared = ET.parse(ROOT / "package.xml").getroot().findtext("version")
+    [in_setup] = re.findall(r'version="([^"]+)"', (ROOT / "setup.py").read_text())
+    assert declared == in_setup == simforge_ros.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+", declared)  # the form package.xml's format 3 requires
