@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from simforge_ros.core.values import Action
+from simforge_ros.core.values import Action, Pose2D
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.route_follower import RouteFollower
 from simforge_ros.engine import Engine, load_scenario
@@ -109,3 +109,23 @@ def test_route_follower_contract():
     assert desc["scenario"] == "right_turn" and desc["gains"]["speed_kp"] > 0
     with pytest.raises(ValueError):
         policy.reset(0, 0)
+
+
+def test_a_run_past_the_scenarios_duration_holds_the_actors_and_cycles_the_signals():
+    """clock_master.steps may ask for more than the scenario's duration (README): the
+    world goes on, each scripted actor held at its path's last pose, the signals cycling."""
+    from simforge_ros.engine.signals import signal_state
+
+    scenario = load_scenario("red_signal")
+    assert scenario.actors and scenario.signals
+    engine = Engine(scenario, 0)
+    ticks = (scenario.duration_us + 5_000_000) // engine.tick_us
+    engine.advance(0.0, 0.0, ticks)
+    assert engine.t_us > scenario.duration_us and engine.done
+    for actor in scenario.actors:
+        last = actor.path[-1]
+        assert engine.actor_poses()[actor.id] == Pose2D(last.x_m, last.y_m, last.yaw_rad), actor.id
+    for signal in scenario.signals:
+        assert engine.signal_states()[signal.id] == signal_state(signal, engine.t_us)
+        cycle = sum(p.duration_us for p in signal.phases)
+        assert signal_state(signal, engine.t_us) == signal_state(signal, engine.t_us - cycle)  # it repeats
