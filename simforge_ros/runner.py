@@ -427,10 +427,10 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
     result = _result(spec, outcome, procs["clock_master"].returncode)
+    if result.status != "counted":
+        return result  # its refusal names what went wrong; a node's exit or log follows from it
     unclean = _unclean_exits(procs, lingering, logs) + _abort_lines(logs, list(procs))
-    if result.status != "counted" or not unclean:
-        return result  # a refused run's refusal names what went wrong; an exit follows from it
-    return _refuse_unclean(spec, result, unclean)
+    return _refuse_unclean(spec, result, unclean) if unclean else result
 
 
 def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> list[str]:
