@@ -71,6 +71,7 @@ def build_interfaces() -> None:
     configure = [
         "cmake", str(src), f"-DCMAKE_PREFIX_PATH={prefix}", f"-DCMAKE_INSTALL_PREFIX={STAGE}",
         f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF",
+        "-DSIMFORGE_INSTALL_PYTHON=OFF",  # the wheel carries the Python side (below)
         "-DCMAKE_BUILD_TYPE=Release",
     ]
     log = BUILD / "cmake.log"

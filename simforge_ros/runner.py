@@ -26,7 +26,7 @@ from typing import IO, Any
 
 import yaml
 
-from simforge_ros import topics
+from simforge_ros import resources, topics
 from simforge_ros.core.errors import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -587,18 +587,13 @@ def use_fastdds_profile(env: MutableMapping[str, str], name: str = _PROFILE) -> 
 
 
 def fastdds_profile(name: str = _PROFILE) -> Path | None:
-    """config/<name> (source tree, or the install's share/simforge_ros/config).
+    """config/<name>: the source tree's, or an install's share/simforge_ros/config (resources).
 
     Node processes get config/fastdds_shm.xml unless the user named a Fast DDS profile:
     the default 512 KB shared-memory segment is smaller than one step of the four-camera
     rig (about 700 KB). `simforge play` gets config/fastdds_play.xml (record.play).
     """
-    package = Path(__file__).resolve().parent
-    for candidate in (package.parent / "config" / name,
-                      Path(sys.prefix) / "share" / "simforge_ros" / "config" / name):
-        if candidate.is_file():
-            return candidate
-    return None
+    return resources.find_file(f"config/{name}")
 
 
 def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:

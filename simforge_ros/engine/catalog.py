@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sys
 from pathlib import Path
 
 import yaml
 
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
-
-_SHARE = Path("share") / "simforge_ros" / "config" / "scenarios"
+from simforge_ros.resources import find_dirs
 
 
 class _Loader(yaml.SafeLoader):
@@ -30,21 +28,9 @@ _Loader.add_implicit_resolver(
 
 
 def scenario_dirs() -> list[Path]:
-    """Existing scenario directories, most specific first.
-
-    1. the source tree: <repo>/config/scenarios next to the simforge_ros package;
-    2. an install prefix above the package (ament: install/simforge_ros/share/simforge_ros/...);
-    3. sys.prefix/share/simforge_ros/config/scenarios (pip / venv installs).
-    """
-    package = Path(__file__).resolve().parents[1]
-    candidates = [package.parent / "config" / "scenarios"]
-    candidates += [parent / _SHARE for parent in package.parents]
-    candidates.append(Path(sys.prefix) / _SHARE)
-    out: list[Path] = []
-    for c in candidates:
-        if c.is_dir() and c not in out:
-            out.append(c)
-    return out
+    """Existing scenario directories, most specific first: the source tree's, an install
+    prefix's above the package (colcon), sys.prefix's (pip); see simforge_ros.resources."""
+    return find_dirs("config/scenarios")
 
 
 def list_scenarios() -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import queue
 import struct
-import sys
 import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterator
@@ -41,8 +40,8 @@ from rosbags.typesys.store import Typestore
 
 from simforge_ros import topics
 from simforge_ros.core.errors import SimforgeError
+from simforge_ros.resources import PACKAGE, find_dirs
 
-PACKAGE = "simforge_ros"
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
 
 
@@ -69,9 +68,9 @@ class BagError(SimforgeError):
 
 
 def msg_dirs() -> list[Path]:
-    """Where the .msg definitions are: the installed share dir, then the source tree."""
-    here = Path(__file__).resolve()
-    return [p for p in (Path(sys.prefix) / "share" / PACKAGE / "msg", here.parents[2] / "msg") if p.is_dir()]
+    """Where the .msg definitions are: the source tree's, an install's share/simforge_ros/msg
+    (colcon's prefix above the package, or sys.prefix's: simforge_ros.resources)."""
+    return find_dirs("msg")
 
 
 _TYPESTORE: Typestore | None = None
