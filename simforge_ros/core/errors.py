@@ -25,6 +25,10 @@ class SimforgeError(Exception):
     """Base of every error this project raises on purpose."""
 
 
+_GOT_LIMIT = 200  # characters of a got's repr shown whole; a longer one is cut to _GOT_SHOWN
+_GOT_SHOWN = 120
+
+
 @dataclass(frozen=True)
 class Problem:
     """One configuration problem: where it came from, which field, what was expected."""
@@ -35,7 +39,12 @@ class Problem:
     got: object
 
     def __str__(self) -> str:
-        return f"{self.source}: {self.field}: expected {self.expected}, got {self.got!r}"
+        got = repr(self.got)
+        if len(got) > _GOT_LIMIT and not isinstance(self.got, Printed):
+            # a whole file that is not the form asked for (a parameter file given /etc/passwd)
+            # is named by its start, not echoed; a Printed got (another problem) stays whole
+            got = f"{got[:_GOT_SHOWN]}... ({len(got)} characters)"
+        return f"{self.source}: {self.field}: expected {self.expected}, got {got}"
 
     @classmethod
     def parse(cls, line: str) -> Problem | None:

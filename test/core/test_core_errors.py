@@ -63,6 +63,13 @@ def test_config_error_reports_every_problem() -> None:
     assert len(err.problems) == 2
     single = E.ConfigError.single("a", "b", "c", None)
     assert str(single) == "a: b: expected c, got None"
+    whole = "x" * 198  # its repr, quotes included: 200 characters, shown whole
+    assert str(E.Problem("f", "file", "a mapping", whole)).endswith(f"got '{whole}'")
+    long = E.Problem("f", "file", "a mapping", "root:x:0:0 " * 100)
+    assert str(long) == f"f: file: expected a mapping, got {repr('root:x:0:0 ' * 100)[:120]}... (1102 characters)"
+    assert str(E.Problem.parse(str(long))) == str(long)  # what another process printed reads back the same
+    quoted = E.Problem("driver", "scenario", "a valid scenario", E.Printed("y" * 300))
+    assert str(quoted).endswith("got " + "y" * 300)  # another problem, printed: never cut
     again = pickle.loads(pickle.dumps(err))
     assert again.problems == err.problems
     with pytest.raises(ValueError):
