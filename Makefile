@@ -39,7 +39,7 @@ bench: setup
 	$(VENV)/bin/simforge bench
 
 lint: setup
-	$(VENV)/bin/ruff check simforge_ros test examples tools
+	$(VENV)/bin/ruff check simforge_ros test examples tools launch setup.py
 	$(VENV)/bin/mypy simforge_ros
 
 clean:

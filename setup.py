@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 
 from setuptools import Distribution, find_packages, setup
@@ -33,9 +32,7 @@ FROM_SOURCE = ("config", "launch", "examples")  # share/simforge_ros/<dir>, take
 
 def _inputs() -> list[Path]:
     return sorted(
-        [HERE / "CMakeLists.txt", HERE / "package.xml"]
-        + list((HERE / "msg").glob("*.msg"))
-        + list((HERE / "srv").glob("*.srv"))
+        [HERE / "CMakeLists.txt", HERE / "package.xml", *(HERE / "msg").glob("*.msg"), *(HERE / "srv").glob("*.srv")]
     )
 
 

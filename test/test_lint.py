@@ -27,7 +27,7 @@ def _check(*argv: str | Path) -> None:
 
 
 def test_ruff_is_clean() -> None:
-    _check(_tool("ruff"), "check", "simforge_ros", "test", "examples", "tools")
+    _check(_tool("ruff"), "check", "simforge_ros", "test", "examples", "tools", "launch", "setup.py")
 
 
 def test_mypy_is_clean() -> None:
