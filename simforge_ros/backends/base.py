@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simforge_ros.core.values import ContactEvent, FrameStamp, VehicleState
+from simforge_ros.core.values import CameraIntrinsics, ContactEvent, FrameStamp, VehicleState
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,10 @@ class SimBackend(Protocol):
         Raises:
             StaleFrame: t_us is a time the world has not reached.
         """
+
+    def intrinsics(self, camera: str) -> CameraIntrinsics:
+        """The pinhole model ``camera`` renders with, at the backend's image size: what the
+        bridge's CameraInfo says, so a stack projecting with it lands on the drawn pixels."""
 
     def world_digest(self) -> str:
         """The engine's chained per-tick world digest (hex)."""

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
-from simforge_ros.core.values import ContactEvent, VehicleState
-from simforge_ros.engine import CAMERA_NAMES, ENGINE_VERSION, Engine, StaleRenderError, load_scenario
+from simforge_ros.core.values import CameraIntrinsics, ContactEvent, VehicleState
+from simforge_ros.engine import (
+    CAMERA_NAMES,
+    CAMERAS,
+    ENGINE_VERSION,
+    Engine,
+    StaleRenderError,
+    intrinsics,
+    load_scenario,
+)
 
 
 class EmbeddedBackend:
@@ -52,6 +60,9 @@ class EmbeddedBackend:
         except StaleRenderError as err:
             raise StaleFrame(-1, str(err)) from err
         return RenderedFrame(job.stamp, draw=lambda: job.draw().pixels)
+
+    def intrinsics(self, camera: str) -> CameraIntrinsics:
+        return intrinsics(CAMERAS[camera], *self._size)
 
     def world_digest(self) -> str:
         return self.engine.world_digest

@@ -39,6 +39,18 @@ class FrameStamp:
 
 
 @dataclass(frozen=True)
+class CameraIntrinsics:
+    """A camera's pinhole model in ROS/OpenCV pixel coordinates (a pixel's centre at integer
+    (col, row)): col = fx * x / z + cx, row = fy * y / z + cy for a point (x right, y down,
+    z forward) in the camera's optical frame. What its CameraInfo says (K and P)."""
+
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+
+@dataclass(frozen=True)
 class TrajectoryPoint:
     """A waypoint in the frame of the pose where the plan was made (x forward, y left)."""
 

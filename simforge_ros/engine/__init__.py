@@ -6,7 +6,7 @@ docs/scenarios.md for the scenario file schema.
 
 from __future__ import annotations
 
-from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS, SURROUND_RIG, CameraMount
+from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS, SURROUND_RIG, CameraMount, intrinsics
 from simforge_ros.engine.catalog import list_scenarios, load_scenario, scenario_dirs
 from simforge_ros.engine.contacts import EGO_ID, EGO_STOPPED_MPS, ContactEvent, is_harness_fault
 from simforge_ros.engine.scenario import Actor, RouteWaypoint, Scenario, ScenarioError, Signal, VehicleParams
@@ -32,6 +32,7 @@ __all__ = [
     "Signal",
     "StaleRenderError",
     "VehicleParams",
+    "intrinsics",
     "is_harness_fault",
     "list_scenarios",
     "load_scenario",

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simforge_ros.core.values import CameraIntrinsics
+
 
 @dataclass(frozen=True)
 class CameraMount:
@@ -51,11 +53,18 @@ class RayGrid:
     dz: np.ndarray
 
 
-def ray_grid(mount: CameraMount, width: int, height: int) -> RayGrid:
-    """Pinhole rays through pixel centres: (1, -xn, -yn) pitched down, then yawed."""
+def intrinsics(mount: CameraMount, width: int, height: int) -> CameraIntrinsics:
+    """The mount's pinhole model at this image size: square pixels, the focal length from
+    its horizontal field of view, the principal point at the image centre."""
     if width < 2 or height < 2:
         raise ValueError(f"camera resolution must be at least 2x2, got {width}x{height}")
     focal = (0.5 * width) / math.tan(0.5 * mount.hfov_rad)
+    return CameraIntrinsics(focal, focal, 0.5 * width - 0.5, 0.5 * height - 0.5)
+
+
+def ray_grid(mount: CameraMount, width: int, height: int) -> RayGrid:
+    """Pinhole rays through pixel centres: (1, -xn, -yn) pitched down, then yawed."""
+    focal = intrinsics(mount, width, height).fx
     xn = (np.arange(width, dtype=np.float64) + 0.5 - 0.5 * width) / focal
     yn = (np.arange(height, dtype=np.float64) + 0.5 - 0.5 * height) / focal
     left = np.broadcast_to(-xn[None, :], (height, width))

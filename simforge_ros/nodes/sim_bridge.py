@@ -27,6 +27,7 @@ from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Pri
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
+from simforge_ros.core.values import CameraIntrinsics
 from simforge_ros.image_codec import numpy_to_imgmsg
 from simforge_ros.msg import ContactEvent
 from simforge_ros.nodes import convert
@@ -80,6 +81,7 @@ class SimBridge:
         if any(c not in known for c in self._cameras) or len(set(self._cameras)) != len(self._cameras):
             raise ConfigError.single(NAME, "cameras", f"a list of distinct cameras from {', '.join(known)}",
                                      list(self._cameras))
+        self._intrinsics = {c: backend.intrinsics(c) for c in self._cameras}  # what CameraInfo says
         for fault in faults:
             if fault.kind == "flip_pixel" and fault.camera not in self._cameras:
                 raise ConfigError.single(NAME, "faults", "flip_pixel=CAMERA@K with CAMERA one of the cameras it "
@@ -178,7 +180,7 @@ class SimBridge:
         self._image_pubs[camera].publish(image)
         info = self._infos.get(camera)
         if info is None or (info.width, info.height) != (image.width, image.height):
-            info = self._infos[camera] = self._camera_info(camera, image)
+            info = self._infos[camera] = _camera_info(self._intrinsics[camera], image)
         info.header = image.header
         self._info_pubs[camera].publish(info)
 
@@ -252,20 +254,19 @@ class SimBridge:
         response.contacts = convert.contact_msgs(observation.contacts)
         return response
 
-    @staticmethod
-    def _camera_info(camera: str, image: Image) -> CameraInfo:
-        """A pinhole CameraInfo matching the image size (90 degree horizontal field of view)."""
-        info = CameraInfo()
-        info.header = image.header
-        info.width, info.height = image.width, image.height
-        fx = image.width / 2.0
-        cx, cy = image.width / 2.0, image.height / 2.0
-        info.distortion_model = "plumb_bob"
-        info.d = [0.0, 0.0, 0.0, 0.0, 0.0]
-        info.k = [fx, 0.0, cx, 0.0, fx, cy, 0.0, 0.0, 1.0]
-        info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-        info.p = [fx, 0.0, cx, 0.0, 0.0, fx, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
-        return info
+
+def _camera_info(k: CameraIntrinsics, image: Image) -> CameraInfo:
+    """The CameraInfo of an image drawn with the pinhole model ``k`` (no distortion): a
+    stack projecting a point with it lands on the pixel the renderer drew it at."""
+    info = CameraInfo()
+    info.header = image.header
+    info.width, info.height = image.width, image.height
+    info.distortion_model = "plumb_bob"
+    info.d = [0.0, 0.0, 0.0, 0.0, 0.0]
+    info.k = [k.fx, 0.0, k.cx, 0.0, k.fy, k.cy, 0.0, 0.0, 1.0]
+    info.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    info.p = [k.fx, 0.0, k.cx, 0.0, 0.0, k.fy, k.cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return info
 
 
 def _stop_requested(step: int) -> None:

@@ -5,6 +5,7 @@ sent again gets the same answer and moves nothing twice."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 rclpy = pytest.importorskip("rclpy")
 
 from rclpy.node import Node
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo, Image
 from simforge_ros.srv import Step
 
 from simforge_ros import topics
@@ -47,8 +48,11 @@ def bridge_and_probe(ros_lease, tmp_path, request):
             stamp = msg.header.stamp
             images.append((msg.header.frame_id, stamp.sec * 1_000_000 + stamp.nanosec // 1000))
 
+        infos: dict[str, CameraInfo] = {}
         for camera in CAMERAS:
             probe.create_subscription(Image, topics.image_topic(camera), on_image, RECORD_QOS)
+            probe.create_subscription(CameraInfo, topics.camera_info_topic(camera),
+                                      lambda msg, c=camera: infos.setdefault(c, msg), RECORD_QOS)
         client = probe.create_client(Step, topics.STEP_SERVICE)
 
         def spin_for(seconds: float, until=lambda: False) -> bool:
@@ -75,7 +79,7 @@ def bridge_and_probe(ros_lease, tmp_path, request):
 
         assert spin_for(10.0, lambda: client.service_is_ready()
                         and all(probe.count_publishers(topics.image_topic(c)) for c in CAMERAS))
-        yield bridge, step, images, spin_for
+        yield bridge, step, images, spin_for, infos
     finally:
         close_nodes(executor, nodes)
         rclpy.shutdown(context=context)
@@ -83,7 +87,7 @@ def bridge_and_probe(ros_lease, tmp_path, request):
 
 @pytest.mark.parametrize("bridge_and_probe", [True, False], ids=["after", "before"], indirect=True)
 def test_the_images_named_in_each_answer_arrive_with_exactly_those_stamps(bridge_and_probe):
-    _bridge, step, images, spin_for = bridge_and_probe
+    _bridge, step, images, spin_for = bridge_and_probe[:4]
     named = []
     for k in range(3):
         answer = step(k)
@@ -96,8 +100,25 @@ def test_the_images_named_in_each_answer_arrive_with_exactly_those_stamps(bridge
 
 
 @pytest.mark.parametrize("bridge_and_probe", [True], ids=["after"], indirect=True)
+def test_camera_info_is_the_pinhole_each_camera_is_drawn_with(bridge_and_probe):
+    """front has a 90 degree field of view, left 100: at 64x48, focal lengths of 32 and
+    32 / tan(50 degrees) pixels, the principal point at pixel (31.5, 23.5), pixel centres
+    being whole numbers (the engine's test holds these to the renderer's own rays). The
+    bridge used to say 90 degrees and (32, 24) for every camera."""
+    _bridge, step, _images, spin_for, infos = bridge_and_probe
+    assert step(0).ok
+    assert spin_for(5.0, lambda: len(infos) == len(CAMERAS))
+    for camera, fx in (("front", 32.0), ("left", 32.0 / math.tan(math.radians(50.0)))):
+        info = infos[camera]
+        assert (info.width, info.height, info.header.frame_id) == (64, 48, camera)
+        assert list(info.k) == pytest.approx([fx, 0.0, 31.5, 0.0, fx, 23.5, 0.0, 0.0, 1.0], abs=1e-12)
+        assert list(info.p) == pytest.approx([fx, 0.0, 31.5, 0.0, 0.0, fx, 23.5, 0.0, 0.0, 0.0, 1.0, 0.0], abs=1e-12)
+        assert info.distortion_model == "plumb_bob" and list(info.d) == [0.0] * 5
+
+
+@pytest.mark.parametrize("bridge_and_probe", [True], ids=["after"], indirect=True)
 def test_frames_that_fail_after_the_answer_refuse_the_next_step(bridge_and_probe, monkeypatch):
-    bridge, step, images, spin_for = bridge_and_probe
+    bridge, step, images, spin_for = bridge_and_probe[:4]
 
     def broken(frame):
         raise RuntimeError(f"cannot publish {frame.stamp.camera}")
@@ -115,7 +136,7 @@ def test_frames_that_fail_after_the_answer_refuse_the_next_step(bridge_and_probe
 def test_a_step_sent_again_gets_the_same_answer_and_moves_the_world_once(bridge_and_probe):
     """The clock master sends step 0 again when no answer came (ClockMaster._call): the
     bridge may have served the first request already."""
-    _bridge, step, images, spin_for = bridge_and_probe
+    _bridge, step, images, spin_for = bridge_and_probe[:4]
     first, again = step(0, wait=False), step(0, wait=False)
     assert spin_for(10.0, lambda: first.done() and again.done())
     assert first.result().ok and again.result().ok
@@ -148,7 +169,7 @@ def test_a_cameras_first_frame_waits_for_its_readers_but_not_for_one_that_cannot
     from simforge_ros.nodes import sim_bridge
 
     monkeypatch.setattr(sim_bridge, "FIRST_MATCH_WAIT_S", 0.5)
-    bridge, step, images, spin_for = bridge_and_probe
+    bridge, step, images, spin_for = bridge_and_probe[:4]
     never = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
     stubborn = bridge.node.create_subscription(Image, topics.image_topic("left"), lambda _msg: None, never)

@@ -1,0 +1,38 @@
+"""A camera's intrinsics (what the bridge's CameraInfo says) are the pinhole the renderer
+draws with: each pixel's ray, taken back into the camera's optical frame and projected
+with them, lands on that pixel's own (col, row), for every camera of the rig."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from simforge_ros.backends.embedded import EmbeddedBackend
+from simforge_ros.engine import CAMERA_NAMES, CAMERAS, intrinsics
+from simforge_ros.engine.cameras import ray_grid
+
+
+@pytest.mark.parametrize("camera", CAMERA_NAMES)
+@pytest.mark.parametrize(("width", "height"), [(320, 180), (64, 48), (7, 5)])
+def test_intrinsics_project_each_pixels_ray_onto_that_pixel(camera, width, height):
+    k = intrinsics(CAMERAS[camera], width, height)
+    # the mount's yaw and pitch are what its TF would carry; level, a ray is (fwd, left, up),
+    # which in the optical frame is (x, y, z) = (-left, -up, fwd)
+    grid = ray_grid(replace(CAMERAS[camera], yaw_rad=0.0, pitch_rad=0.0), width, height)
+    cols = k.fx * (-grid.dy / grid.dx) + k.cx
+    rows = k.fy * (-grid.dz / grid.dx) + k.cy
+    np.testing.assert_allclose(cols, np.broadcast_to(np.arange(width, dtype=float), (height, width)), atol=1e-9)
+    np.testing.assert_allclose(rows, np.broadcast_to(np.arange(height, dtype=float)[:, None], (height, width)),
+                               atol=1e-9)
+
+
+def test_the_wide_cameras_have_a_shorter_focal_length_and_the_backend_says_so():
+    backend = EmbeddedBackend("right_turn", 10_000, 320, 180)
+    front, left = backend.intrinsics("front"), backend.intrinsics("left")
+    assert front.fx == front.fy == pytest.approx(160.0)  # 90 degrees
+    assert left.fx == pytest.approx(160.0 / np.tan(np.radians(50.0)))  # 100 degrees: 134.3
+    assert (front.cx, front.cy) == (left.cx, left.cy) == (159.5, 89.5)
+    assert {c: backend.intrinsics(c) for c in CAMERA_NAMES} == {
+        c: intrinsics(CAMERAS[c], 320, 180) for c in CAMERA_NAMES}
