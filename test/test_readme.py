@@ -98,3 +98,20 @@ def test_the_readme_names_every_key_of_spread_json(tmp_path) -> None:
     runs = [RunDir(tmp_path, {"run_id": "r", "scenario": "s", "chain_digest": "0" * 64}, [record])] * 2
     keys = set(to_json(runs, spread([run.steps for run in runs])))
     assert sorted(k for k in named if k not in ("value", "unit", "step", "force")) == sorted(keys)
+
+
+def test_the_camera_table_is_each_mount_and_its_optical_rotation() -> None:
+    import math
+
+    from simforge_ros.engine.cameras import CAMERAS, optical_quaternion
+
+    text = README.read_text()
+    for name, m in CAMERAS.items():
+        q = ", ".join(f"{c:.4f}".replace("-0.0000", "0.0000") for c in optical_quaternion(m))
+        row = (f"| `{name}` | {m.x_m:g}, {m.y_m:g}, {m.z_m:g} | {round(math.degrees(m.yaw_rad))}° | "
+               f"{round(math.degrees(m.pitch_rad))}° | {round(math.degrees(m.hfov_rad))}° | {q} |")
+        assert row in text, row
+    front = CAMERAS["front"]
+    qx, qy, qz, qw = (f"{c:.4f}" for c in optical_quaternion(front))
+    assert (f"--x {front.x_m:g} --z {front.z_m:g} --qx {qx} --qy {qy}\n--qz {qz} --qw {qw} --frame-id base_link "
+            "--child-frame-id front") in text

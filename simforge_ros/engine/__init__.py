@@ -6,7 +6,14 @@ docs/scenarios.md for the scenario file schema.
 
 from __future__ import annotations
 
-from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS, SURROUND_RIG, CameraMount, intrinsics
+from simforge_ros.engine.cameras import (
+    CAMERA_NAMES,
+    CAMERAS,
+    SURROUND_RIG,
+    CameraMount,
+    intrinsics,
+    optical_quaternion,
+)
 from simforge_ros.engine.catalog import list_scenarios, load_scenario, scenario_dirs
 from simforge_ros.engine.contacts import EGO_ID, EGO_STOPPED_MPS, ContactEvent, is_harness_fault
 from simforge_ros.engine.scenario import Actor, RouteWaypoint, Scenario, ScenarioError, Signal, VehicleParams
@@ -36,5 +43,6 @@ __all__ = [
     "is_harness_fault",
     "list_scenarios",
     "load_scenario",
+    "optical_quaternion",
     "scenario_dirs",
 ]

@@ -62,6 +62,29 @@ def intrinsics(mount: CameraMount, width: int, height: int) -> CameraIntrinsics:
     return CameraIntrinsics(focal, focal, 0.5 * width - 0.5, 0.5 * height - 0.5)
 
 
+_Quaternion = tuple[float, float, float, float]  # (x, y, z, w)
+# the optical axes (x right, y down, z forward) in a forward-looking camera's body frame
+# (x forward, y left, z up): the rotation REP 103 gives camera optical frames
+_OPTICAL: _Quaternion = (-0.5, 0.5, -0.5, 0.5)
+
+
+def _qmul(a: _Quaternion, b: _Quaternion) -> _Quaternion:
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return (aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
+
+
+def optical_quaternion(mount: CameraMount) -> _Quaternion:
+    """(x, y, z, w): the rotation from the ego frame (x forward, y left, z up, at the rear
+    axle on the ground) to the camera's optical frame (x right, y down, z along its centre
+    ray): the mount's yaw about z, its pitch down about the new y, then the optical axes.
+    With (x_m, y_m, z_m) it is the static transform a stack needs for the camera's frame_id."""
+    yaw = (0.0, 0.0, math.sin(0.5 * mount.yaw_rad), math.cos(0.5 * mount.yaw_rad))
+    pitch = (0.0, math.sin(0.5 * mount.pitch_rad), 0.0, math.cos(0.5 * mount.pitch_rad))
+    return _qmul(_qmul(yaw, pitch), _OPTICAL)
+
+
 def ray_grid(mount: CameraMount, width: int, height: int) -> RayGrid:
     """Pinhole rays through pixel centres: (1, -xn, -yn) pitched down, then yawed."""
     focal = intrinsics(mount, width, height).fx

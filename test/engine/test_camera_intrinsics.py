@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simforge_ros.backends.embedded import EmbeddedBackend
-from simforge_ros.engine import CAMERA_NAMES, CAMERAS, intrinsics
+from simforge_ros.engine import CAMERA_NAMES, CAMERAS, intrinsics, optical_quaternion
 from simforge_ros.engine.cameras import ray_grid
 
 
@@ -36,3 +36,28 @@ def test_the_wide_cameras_have_a_shorter_focal_length_and_the_backend_says_so():
     assert (front.cx, front.cy) == (left.cx, left.cy) == (159.5, 89.5)
     assert {c: backend.intrinsics(c) for c in CAMERA_NAMES} == {
         c: intrinsics(CAMERAS[c], 320, 180) for c in CAMERA_NAMES}
+
+
+def _rotate(q: tuple[float, float, float, float], v: np.ndarray) -> np.ndarray:
+    """v (..., 3) rotated by the unit quaternion q = (x, y, z, w)."""
+    u, w = np.array(q[:3]), q[3]
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+
+
+@pytest.mark.parametrize("camera", CAMERA_NAMES)
+def test_the_mount_transform_and_intrinsics_give_the_renderers_ray_of_every_pixel(camera):
+    """A stack that puts the camera's frame_id at (x_m, y_m, z_m) with optical_quaternion
+    on the ego (the README's table) and unprojects a pixel with the CameraInfo gets the ray
+    the renderer drew that pixel along: the extrinsics, yaw and pitch included."""
+    mount, (width, height) = CAMERAS[camera], (40, 30)
+    q = optical_quaternion(mount)
+    assert sum(c * c for c in q) == pytest.approx(1.0)
+    k = intrinsics(mount, width, height)
+    cols, rows = np.meshgrid(np.arange(width, dtype=float), np.arange(height, dtype=float))
+    optical = np.stack([(cols - k.cx) / k.fx, (rows - k.cy) / k.fy, np.ones_like(cols)], axis=-1)
+    ego = _rotate(q, optical)
+    grid = ray_grid(mount, width, height)
+    drawn = np.stack([grid.dx, grid.dy, grid.dz], axis=-1)
+    ego /= np.linalg.norm(ego, axis=-1, keepdims=True)
+    drawn /= np.linalg.norm(drawn, axis=-1, keepdims=True)
+    np.testing.assert_allclose(ego, drawn, atol=1e-12)
