@@ -28,6 +28,7 @@ from launch.events import Shutdown
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
+from simforge_ros.engine.cameras import CAMERA_NAMES, static_transform_args
 from simforge_ros.params import planner_cameras
 
 
@@ -52,6 +53,10 @@ def generate_launch_description() -> LaunchDescription:
         "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
         "run_id": ("launch", "run id"),
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
+        "camera_tf": ("true", "publish each camera's frame (its images' frame_id) on /tf_static, from "
+                              "base_frame: tf2_ros static_transform_publisher"),
+        "base_frame": ("base_link", "the ego's frame: its rear axle on the ground, x forward, y left, z up "
+                                    "(the pose /simforge/state carries)"),
     }
     declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in args.items()]
     # the Fast DDS profile `simforge run` gives its node processes (a shared-memory segment a
@@ -76,4 +81,10 @@ def generate_launch_description() -> LaunchDescription:
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
-    return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])
+    # every camera's mount, rendered or not: a frame nobody draws in costs nothing
+    camera_tf = [Node(package="tf2_ros", executable="static_transform_publisher", name=f"simforge_{camera}_tf",
+                      output="log", condition=IfCondition(cfg["camera_tf"]),
+                      arguments=[*static_transform_args(camera), "--frame-id", cfg["base_frame"]])
+                 for camera in CAMERA_NAMES]
+    return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock,
+                              *camera_tf])

@@ -85,6 +85,19 @@ def optical_quaternion(mount: CameraMount) -> _Quaternion:
     return _qmul(_qmul(yaw, pitch), _OPTICAL)
 
 
+def static_transform_args(camera: str) -> list[str]:
+    """tf2_ros static_transform_publisher's arguments for ``camera``'s frame (its images'
+    frame_id) relative to the ego's, less ``--frame-id EGO_FRAME``: what the launch file
+    starts and the README shows."""
+    mount = CAMERAS[camera]
+    x, y, z, w = optical_quaternion(mount)
+    values = {"--x": mount.x_m, "--y": mount.y_m, "--z": mount.z_m, "--qx": x, "--qy": y, "--qz": z, "--qw": w}
+    out = []
+    for flag, value in values.items():
+        out += [flag, f"{round(value, 10) + 0.0:.10g}"]  # + 0.0: no "-0"
+    return [*out, "--child-frame-id", camera]
+
+
 def ray_grid(mount: CameraMount, width: int, height: int) -> RayGrid:
     """Pinhole rays through pixel centres: (1, -xn, -yn) pitched down, then yawed."""
     focal = intrinsics(mount, width, height).fx

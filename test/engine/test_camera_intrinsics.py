@@ -11,7 +11,7 @@ import pytest
 
 from simforge_ros.backends.embedded import EmbeddedBackend
 from simforge_ros.engine import CAMERA_NAMES, CAMERAS, intrinsics, optical_quaternion
-from simforge_ros.engine.cameras import ray_grid
+from simforge_ros.engine.cameras import ray_grid, static_transform_args
 
 
 @pytest.mark.parametrize("camera", CAMERA_NAMES)
@@ -61,3 +61,18 @@ def test_the_mount_transform_and_intrinsics_give_the_renderers_ray_of_every_pixe
     ego /= np.linalg.norm(ego, axis=-1, keepdims=True)
     drawn /= np.linalg.norm(drawn, axis=-1, keepdims=True)
     np.testing.assert_allclose(ego, drawn, atol=1e-12)
+
+
+@pytest.mark.parametrize("camera", CAMERA_NAMES)
+def test_the_static_transform_the_launch_file_publishes_is_the_mount(camera):
+    """static_transform_args (the launch file's tf2_ros static_transform_publisher per
+    camera), read back as that tool reads them, give the mount and the rotation above."""
+    args = static_transform_args(camera)
+    assert args[-2:] == ["--child-frame-id", camera] and "--frame-id" not in args
+    values = dict(zip(args[:-2:2], map(float, args[1:-2:2]), strict=True))
+    assert list(values) == ["--x", "--y", "--z", "--qx", "--qy", "--qz", "--qw"]
+    mount = CAMERAS[camera]
+    assert (values["--x"], values["--y"], values["--z"]) == (mount.x_m, mount.y_m, mount.z_m)
+    q = (values["--qx"], values["--qy"], values["--qz"], values["--qw"])
+    assert q == pytest.approx(optical_quaternion(mount), abs=1e-10)
+    assert "-0" not in args  # a zero is written 0
