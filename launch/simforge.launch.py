@@ -38,7 +38,8 @@ def _bridge_for_torch(context: LaunchContext) -> list[Node]:
     params_file = LaunchConfiguration("params_file").perform(context)
     cameras = planner_cameras(Path(params_file))
     return [Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                 parameters=[params_file, {"scenario": LaunchConfiguration("scenario"), "cameras": cameras}])]
+                 parameters=[params_file, {"scenario": LaunchConfiguration("scenario"), "cameras": cameras,
+                                           "base_frame": LaunchConfiguration("base_frame")}])]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -56,7 +57,8 @@ def generate_launch_description() -> LaunchDescription:
         "camera_tf": ("true", "publish each camera's frame (its images' frame_id) on /tf_static, from "
                               "base_frame: tf2_ros static_transform_publisher"),
         "base_frame": ("base_link", "the ego's frame: its rear axle on the ground, x forward, y left, z up "
-                                    "(the pose /simforge/state carries)"),
+                                    "(the pose /simforge/state carries); the cameras' parent, and the "
+                                    "bridge's odometry child frame (sim_bridge.base_frame)"),
     }
     declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in args.items()]
     # the Fast DDS profile `simforge run` gives its node processes (a shared-memory segment a
@@ -72,7 +74,8 @@ def generate_launch_description() -> LaunchDescription:
     # parameter file, or the four surround cameras), whatever the file's rig for the bridge
     is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                  parameters=[params_file, {"scenario": cfg["scenario"]}], condition=UnlessCondition(is_torch))
+                  parameters=[params_file, {"scenario": cfg["scenario"], "base_frame": cfg["base_frame"]}],
+                  condition=UnlessCondition(is_torch))
     bridge_for_torch = OpaqueFunction(function=_bridge_for_torch, condition=IfCondition(is_torch))
     driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
                   parameters=[params_file, {"policy": cfg["driver"], "scenario": cfg["scenario"]}],

@@ -81,6 +81,9 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
         ParamSpec("width", "int", 320, "camera image width, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("height", "int", 180, "camera image height, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
+        ParamSpec("odometry", "bool", False, "publish the ego state as nav_msgs/Odometry on /simforge/odom"),
+        ParamSpec("map_frame", "str", "map", "odometry: the frame its pose is in"),
+        ParamSpec("base_frame", "str", "base_link", "odometry: the ego's frame (rear axle, on the ground)"),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
     ),
     "driver": (

@@ -84,18 +84,14 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     )
 
 
-SIDE_DIGESTS = (("camera_info", "camera_info messages"), ("image_headers", "image headers"))
-"""What of a run no chain holds, kept in its manifest (record.side_digests)."""
-
-
 def side_difference(kept: Mapping[str, Any], rerun: Mapping[str, Any] | None) -> str | None:
     """What of the side digests differs between a kept run's manifest and its rerun's
     (None: nothing, or a run recorded before they were kept)."""
-    from simforge_ros.record.side_digests import first_difference
+    from simforge_ros.record.side_digests import SIDE_DIGESTS, first_difference
 
-    for key, what in SIDE_DIGESTS:
+    for key, what, label in SIDE_DIGESTS:
         if rerun is not None and key in kept and key in rerun:
-            said = first_difference(kept[key], rerun[key], what, ("the kept run", "the rerun"))
+            said = first_difference(kept[key], rerun[key], what, ("the kept run", "the rerun"), label)
             if said is not None:
                 return said
     return None

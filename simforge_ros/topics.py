@@ -8,6 +8,9 @@ ACTION = "/simforge/action"
 APPLIED = "/simforge/applied_action"
 STATE = "/simforge/state"
 CONTACTS = "/simforge/contacts"
+# nav_msgs/Odometry, from the bridge once a step when sim_bridge.odometry is on: the same
+# ego state in a standard type (recorded, never chained: /simforge/state is)
+ODOM = "/simforge/odom"
 STATUS = "/simforge/status"
 NODE_PARAMS = "/simforge/node_params"
 # std_msgs/UInt64: steps the recorder has chained so far (wall-clock paced, never recorded);

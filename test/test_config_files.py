@@ -113,6 +113,8 @@ def test_launch_file_publishes_every_cameras_frame_from_the_base_frame_unless_to
     assert ast.unparse(comprehension.generators[0]).strip() == "for camera in CAMERA_NAMES"
     assert "from simforge_ros.engine.cameras import CAMERA_NAMES, static_transform_args" in source
     assert "*camera_tf])" in source
+    # the same ego frame for the bridge's odometry, whichever bridge starts
+    assert '"base_frame": cfg["base_frame"]' in source and '"base_frame": LaunchConfiguration("base_frame")' in source
     for arg, default in (("camera_tf", "true"), ("base_frame", "base_link")):
         assert f'"{arg}": ("{default}", ' in source
 

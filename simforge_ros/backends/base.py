@@ -81,6 +81,9 @@ class SimBackend(Protocol):
             StaleFrame: t_us is a time the world has not reached.
         """
 
+    def yaw_rate_radps(self) -> float:
+        """The ego's yaw rate now (rad/s, counter-clockwise): its odometry's angular speed."""
+
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         """The pinhole model ``camera`` renders with, at the backend's image size: what the
         bridge's CameraInfo says, so a stack projecting with it lands on the drawn pixels."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
 from simforge_ros.core.values import CameraIntrinsics, ContactEvent, VehicleState
@@ -60,6 +62,10 @@ class EmbeddedBackend:
         except StaleRenderError as err:
             raise StaleFrame(-1, str(err)) from err
         return RenderedFrame(job.stamp, draw=lambda: job.draw().pixels)
+
+    def yaw_rate_radps(self) -> float:
+        ego = self.engine.ego  # the kinematic bicycle's own rate at its rear axle
+        return ego.speed_mps * math.tan(ego.steer_rad) / self._scenario.ego.vehicle.wheelbase_m
 
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         return intrinsics(CAMERAS[camera], *self._size)

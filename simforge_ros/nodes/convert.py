@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
+from nav_msgs.msg import Odometry
+
 from simforge_ros.core.lockstep import TimingRecord
+from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, ContactEvent, FrameStamp, Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
@@ -101,3 +105,22 @@ def contact_msgs(contacts: Iterable[ContactEvent]) -> list[ContactMsg]:
 
 def contact_values(msgs: Iterable[ContactMsg]) -> tuple[ContactEvent, ...]:
     return tuple(ContactEvent(m.tick, m.t_us, m.actor_a, m.actor_b, m.harness_fault) for m in msgs)
+
+
+def odometry_msg(state: VehicleState, yaw_rate_radps: float, map_frame: str, base_frame: str,
+                 msg: Odometry | None = None) -> Odometry:
+    """The ego state as nav_msgs/Odometry: stamped with its exact sim time, the rear axle's
+    pose in ``map_frame`` (on the ground, turned by its yaw about z), its speed and yaw rate
+    in ``base_frame``. Ground truth: every covariance is zero."""
+    msg = msg or Odometry()
+    msg.header.stamp.sec, msg.header.stamp.nanosec = clock_stamp(state.t_us)
+    msg.header.frame_id, msg.child_frame_id = map_frame, base_frame
+    pose = msg.pose.pose
+    pose.position.x, pose.position.y, pose.position.z = state.pose.x_m, state.pose.y_m, 0.0
+    half = 0.5 * state.pose.yaw_rad
+    q = pose.orientation
+    q.x, q.y, q.z, q.w = 0.0, 0.0, math.sin(half), math.cos(half)
+    twist = msg.twist.twist
+    twist.linear.x, twist.linear.y, twist.linear.z = state.speed_mps, 0.0, 0.0
+    twist.angular.x, twist.angular.y, twist.angular.z = 0.0, 0.0, yaw_rate_radps
+    return msg

@@ -23,6 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
@@ -52,7 +53,7 @@ from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
-from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests
+from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, OdometryDigests
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -67,6 +68,7 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
     topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
     topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
 }
+ODOM_TYPE = "nav_msgs/msg/Odometry"
 # types of which the recorder needs only the stamp they start with (record.image_cdr)
 _STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
@@ -130,6 +132,8 @@ class Recorder:
         self._info_digests = CameraInfoDigests(
             lambda raw: self._store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
         self._header_digests = ImageHeaderDigests()
+        self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
+        self._odom_seen = 0
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -148,6 +152,8 @@ class Recorder:
             self._subs.append(self._subscribe(msg_type, topic, type_name, part, RECORD_QOS))
             if topic in topics.STEP_TOPICS:
                 self._step_subs.append(self._subs[-1])
+        self._odom_sub = self._subscribe(Odometry, topics.ODOM, ODOM_TYPE, "odom", RECORD_QOS)
+        self._subs.append(self._odom_sub)
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
             image_sub = self._subscribe(
@@ -193,7 +199,8 @@ class Recorder:
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
             return
-        if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs()):
+        odom = [self._odom_sub] if self._bridge_param("odometry") is True else []
+        if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + odom):
             return
         self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
@@ -203,12 +210,16 @@ class Recorder:
         self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
         self.offering = True
 
+    def _bridge_param(self, name: str) -> Any:
+        """A parameter of the bridge's, as its latched parameters said (None: not yet)."""
+        return (self._nodes.get("sim_bridge") or {}).get("params", {}).get(name)
+
     def _bridge_camera_subs(self) -> list[Any]:
         """The readers of the cameras the bridge's parameters name: matched to its writers
         before step 0 too, as the driver's are. The order readers are announced in was taken
         to match them (see above), yet one run lost step 0's first image (chase@0, recorded
         from step 1 on): the step never completed and nothing was chained."""
-        cameras = (self._nodes.get("sim_bridge") or {}).get("params", {}).get("cameras")
+        cameras = self._bridge_param("cameras")
         if not isinstance(cameras, list):
             return []
         return [sub for c in cameras if str(c) in self._camera_subs for sub in self._camera_subs[str(c)]]
@@ -285,6 +296,10 @@ class Recorder:
                 self._infos_seen[part[5:]] += 1
                 self._info_digests.add(part[5:], cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
+            elif part == "odom":
+                self._odom_seen += 1
+                self._odom_digests.add(cast("dict[str, Any]", to_plain(msg)))
+                side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
                 stamp = msg.header.stamp
@@ -350,7 +365,11 @@ class Recorder:
             self._contacts.append(contact)
 
     def _infos_behind(self) -> bool:
-        return any(self._infos_seen[c] < n for c, n in self._images_seen.items())
+        """A camera_info (or, with the bridge's odometry on, an odometry message) not yet here
+        for a step recorded: neither is in a step record, but the bag must hold them all."""
+        if any(self._infos_seen[c] < n for c, n in self._images_seen.items()):
+            return True
+        return self._bridge_param("odometry") is True and self._odom_seen < self.assembler.steps_done
 
     def _poll_progress(self) -> None:
         """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
@@ -444,6 +463,7 @@ class Recorder:
             contacts=self._contacts,
             camera_info=self._info_digests.summary(),
             image_headers=self._header_digests.summary(),
+            odometry=self._odom_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": wall_summary(self._step_ns)},

@@ -63,6 +63,7 @@ def build_manifest(
     participants: Mapping[str, Mapping[str, Any]] | None = None,
     camera_info: Mapping[str, Mapping[str, Any]] | None = None,
     image_headers: Mapping[str, Mapping[str, Any]] | None = None,
+    odometry: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
@@ -72,7 +73,8 @@ def build_manifest(
     Decide calls (Finish.Request); a role none of ``nodes`` has is marked ``external``
     (``--driver external``: a node of the user's own, which publishes no parameters here).
     ``camera_info``, ``image_headers``: per camera, the count and digest of its
-    camera_info messages and of its images' headers (record.side_digests).
+    camera_info messages and of its images' headers; ``odometry``: the same of the ego's
+    nav_msgs/Odometry messages (sim_bridge.odometry; record.side_digests).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -112,6 +114,7 @@ def build_manifest(
         },
         "camera_info": {k: dict(v) for k, v in sorted((camera_info or {}).items())},
         "image_headers": {k: dict(v) for k, v in sorted((image_headers or {}).items())},
+        "odometry": {k: dict(v) for k, v in sorted((odometry or {}).items())},
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {

@@ -105,6 +105,16 @@ class CameraInfoDigests(OrderFreeDigests):
         self.note(camera, encode([sec, nanosec]) + rest_bytes)
 
 
+class OdometryDigests(OrderFreeDigests):
+    """Every field of each nav_msgs/Odometry on topics.ODOM (sim_bridge.odometry): the ego
+    state /simforge/state carries, in a standard type, kept under the key ``ego``."""
+
+    KEY = "ego"
+
+    def add(self, plain: Mapping[str, Any]) -> None:
+        self.note(self.KEY, encode(plain))
+
+
 class ImageHeaderDigests(OrderFreeDigests):
     """What of each Image the frames chain leaves out: its stamp, frame_id, is_bigendian."""
 
@@ -112,21 +122,29 @@ class ImageHeaderDigests(OrderFreeDigests):
         self.note(camera, encode([int(sec), int(nanosec), str(frame_id), int(is_bigendian)]))
 
 
+SIDE_DIGESTS = (("camera_info", "camera_info messages", "camera"), ("image_headers", "image headers", "camera"),
+                ("odometry", "odometry messages", "vehicle"))
+"""What of a run no chain holds, kept in its manifest: (manifest key, what it counts, what
+its keys name); verify holds the bag to them, rerun a rerun."""
+
+
 def first_difference(recorded: Mapping[str, Any], replayed: Mapping[str, Any], what: str,
-                     names: tuple[str, str] = ("the manifest", "the bag")) -> str | None:
+                     names: tuple[str, str] = ("the manifest", "the bag"), label: str = "camera") -> str | None:
     """What first differs between two summaries of ``what`` (e.g. "camera_info messages"),
-    or None; ``names`` say whose they are (verify: the manifest's, the bag's)."""
+    or None; ``names`` say whose they are (verify: the manifest's, the bag's), ``label``
+    what a summary's keys name."""
     mine, theirs = names
-    for camera in sorted(set(recorded) | set(replayed)):
-        want, got = recorded.get(camera), replayed.get(camera)
+    for key in sorted(set(recorded) | set(replayed)):
+        camera = f"{label} {key}"
+        want, got = recorded.get(key), replayed.get(key)
         if want == got:
             continue
         if not isinstance(want, Mapping) or got is None:
-            return (f"camera {camera}: {mine} has {want!r}, {theirs} "
+            return (f"{camera}: {mine} has {want!r}, {theirs} "
                     f"{'holds none of its ' + what if got is None else repr(got)}")
         if want.get("messages") != got["messages"]:
-            return (f"camera {camera}: {mine} counts {want.get('messages')!r} {what}, "
+            return (f"{camera}: {mine} counts {want.get('messages')!r} {what}, "
                     f"{theirs} holds {got['messages']}")
-        return (f"camera {camera}: {theirs}'s {what} are not those recorded "
+        return (f"{camera}: {theirs}'s {what} are not those recorded "
                 f"(digest {got['digest'][:16]}, {mine} {str(want.get('digest'))[:16]})")
     return None

@@ -29,7 +29,13 @@ from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
-from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, first_difference
+from simforge_ros.record.side_digests import (
+    SIDE_DIGESTS,
+    CameraInfoDigests,
+    ImageHeaderDigests,
+    OdometryDigests,
+    first_difference,
+)
 from simforge_ros.tools import parse, say
 
 PART_TOPICS = {
@@ -43,6 +49,7 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 _IMAGE_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/image_raw$")
 _INFO_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/camera_info$")
 INFO_TYPE = "sensor_msgs/msg/CameraInfo"
+ODOM_TYPE = "nav_msgs/msg/Odometry"
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,7 @@ class Replay:
         # what of the camera messages no chain holds (record.side_digests)
         self.camera_info = CameraInfoDigests()
         self.image_headers = ImageHeaderDigests()
+        self.odometry = OdometryDigests()
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -134,6 +142,9 @@ class Replay:
                 stamp = item.msg.clock
                 self.clock_log_ns.append(item.t_ns)
                 self.clock_stamp_ns.append(int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec))
+            elif topic == topics.ODOM:
+                _expect_type(bag_path, topic, item.msgtype, ODOM_TYPE)
+                self.odometry.add(cast("dict[str, Any]", to_plain(item.msg)))
             elif (match := _INFO_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
                 self.camera_info.add(match["camera"], cast("dict[str, Any]", to_plain(item.msg)))
@@ -349,10 +360,10 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
-    for key, replayed, what in (("camera_info", replay.camera_info, "camera_info messages"),
-                                ("image_headers", replay.image_headers, "image headers")):
+    for key, what, label in SIDE_DIGESTS:
         recorded = manifest.get(key)  # absent from runs recorded before it was kept
-        said = None if recorded is None else first_difference(recorded, replayed.summary(), what)
+        replayed = getattr(replay, key)
+        said = None if recorded is None else first_difference(recorded, replayed.summary(), what, label=label)
         if said is not None:
             return _mismatch(last, f"manifest.{key}", said)
     if run.status == "counted" and manifest["expected_steps"] != n:
