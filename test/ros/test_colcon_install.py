@@ -39,6 +39,13 @@ def install(tmp_path_factory) -> Path:
     for cmd in (["cmake", str(src), f"-DCMAKE_PREFIX_PATH={sys.prefix}", f"-DCMAKE_INSTALL_PREFIX={prefix}",
                  f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF"],
                 ["cmake", "--build", ".", "-j", "2"], ["cmake", "--install", "."]):
+        if cmd[1] == "--install":
+            # rosidl's generated (empty) __init__.py and the package's own, stamped alike:
+            # install() takes files within a second of each other as the same, and a
+            # checkout built at once (this fixture, once) had rosidl's win
+            generated = build / "rosidl_generator_py" / "simforge_ros" / "__init__.py"
+            stamp = generated.stat().st_mtime_ns
+            os.utime(src / "simforge_ros" / "__init__.py", ns=(stamp, stamp))
         done = subprocess.run(cmd, cwd=build, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, f"{' '.join(cmd[:2])}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
     return prefix
