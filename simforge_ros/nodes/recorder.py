@@ -133,7 +133,6 @@ class Recorder:
             lambda raw: self._store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
         self._header_digests = ImageHeaderDigests()
         self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
-        self._odom_seen = 0
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -297,7 +296,6 @@ class Recorder:
                 self._info_digests.add(part[5:], cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
             elif part == "odom":
-                self._odom_seen += 1
                 self._odom_digests.add(cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
             elif part.startswith("frame:"):
@@ -364,12 +362,13 @@ class Recorder:
             assert isinstance(contact, dict)
             self._contacts.append(contact)
 
-    def _infos_behind(self) -> bool:
+    def _side_behind(self) -> bool:
         """A camera_info (or, with the bridge's odometry on, an odometry message) not yet here
         for a step recorded: neither is in a step record, but the bag must hold them all."""
         if any(self._infos_seen[c] < n for c, n in self._images_seen.items()):
             return True
-        return self._bridge_param("odometry") is True and self._odom_seen < self.assembler.steps_done
+        odometry = self._odom_digests.messages(OdometryDigests.KEY)
+        return self._bridge_param("odometry") is True and odometry < self.assembler.steps_done
 
     def _poll_progress(self) -> None:
         """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
@@ -395,7 +394,7 @@ class Recorder:
         while time.monotonic() < wall_deadline and self._failure is None:  # failed: nothing more comes
             if self.assembler.steps_done < expected:
                 pass
-            elif self._infos_behind():
+            elif self._side_behind():
                 # camera_info is not part of a step record, but the bag must hold every
                 # one published with a recorded image: give the late ones a moment
                 wall_info_deadline = wall_info_deadline or time.monotonic() + _INFO_GRACE_S

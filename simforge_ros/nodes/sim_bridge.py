@@ -116,7 +116,7 @@ class SimBridge:
         self._odom_frames = (values["map_frame"], values["base_frame"])
         self._odom_due: Odometry | None = None
         self._images: dict[str, Image] = {}
-        self._readers_awaited: set[str] = set()  # cameras whose first frame has gone out
+        self._readers_awaited: set[str] = set()  # cameras (and ODOM) whose first message has gone out
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
         self._failed: Refusal | None = None  # publishing them failed: refuse the next step
@@ -142,6 +142,7 @@ class SimBridge:
         odom, self._odom_due = self._odom_due, None
         try:
             if odom is not None and self._odom_pub is not None:
+                self._await_readers(topics.ODOM, (self._odom_pub,))
                 self._odom_pub.publish(odom)
             for frame in frames:
                 self._publish_frame(frame)
@@ -150,10 +151,10 @@ class SimBridge:
             self._failed = ParticipantError(
                 step, f"the frames of step {step} failed after its answer: {type(err).__name__}: {err}")
 
-    def _await_readers(self, camera: str) -> None:
-        """Before a camera's first frame: wait (at most FIRST_MATCH_WAIT_S) until its image
-        and camera_info writers have matched every reader the ROS graph shows on their topics,
-        and at least one when a recorder is up.
+    def _await_readers(self, key: str, writers: tuple[Any, ...]) -> None:
+        """Before the first message of ``writers`` (a camera's image and camera_info, or the
+        odometry's): wait (at most FIRST_MATCH_WAIT_S) until they have matched every reader the
+        ROS graph shows on their topics, and at least one when a recorder is up.
 
         A reliable writer sends a volatile sample only to the readers it has matched when it
         writes; a reader matched a moment later never gets it. The recorder offers Finish
@@ -163,11 +164,10 @@ class SimBridge:
         nothing was chained. A reader that cannot match (incompatible QoS) is named in a
         warning and not waited for again.
         """
-        if camera in self._readers_awaited:
+        if key in self._readers_awaited:
             return
-        self._readers_awaited.add(camera)
+        self._readers_awaited.add(key)
         node = self.node
-        writers = (self._image_pubs[camera], self._info_pubs[camera])
         wall_deadline = time.monotonic() + FIRST_MATCH_WAIT_S
         while True:
             recorder = int("recorder" in node.get_node_names())
@@ -183,7 +183,7 @@ class SimBridge:
 
     def _publish_frame(self, frame: RenderedFrame) -> None:
         camera = frame.stamp.camera
-        self._await_readers(camera)
+        self._await_readers(camera, (self._image_pubs[camera], self._info_pubs[camera]))
         fsec, fnsec = clock_stamp(frame.stamp.t_us)
         # one Image and one CameraInfo per camera, refilled: publish serialises at once
         image = numpy_to_imgmsg(frame.pixels, "rgb8", self._images.get(camera))

@@ -46,6 +46,10 @@ class OrderFreeDigests:
         self._sums[camera] = (self._sums.get(camera, 0) + digest) % _MOD
         self._counts[camera] = self._counts.get(camera, 0) + 1
 
+    def messages(self, key: str) -> int:
+        """How many messages were noted under ``key``."""
+        return self._counts.get(key, 0)
+
     def summary(self) -> dict[str, dict[str, Any]]:
         """{camera: {"messages": n, "digest": 64 hex digits}}, cameras sorted."""
         return {
