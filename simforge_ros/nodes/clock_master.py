@@ -549,6 +549,11 @@ class ClockMaster:
         ]
         if self.config.record:
             waits += [(_has_reader(pub), f"a recorder reader on {pub.topic_name}") for pub in self._record_publishers()]
+            # its process, from its latched parameters: until then a recorder that dies is not
+            # seen gone (_Peer.gone) and the loop, paused for it, ends in participant_timeout
+            # instead of participant_lost (a recorder killed at step 0, once in a CI run)
+            recorder = self._recorder
+            waits.append((lambda: recorder.pid is not None, "the recorder's parameters (its process id)"))
         for ready, what in waits:
             while not ready():
                 if self.interrupted:
