@@ -279,6 +279,40 @@ def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id
 
 
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
+    from simforge_ros.process_tuning import tune_process
+
+    for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
+        os.environ.setdefault(key, lease.env[key])
+    tune_process()  # what every node process does first (see process_tuning)
+    with _thread_deaths() as died:
+        result = _step_single(spec, params_file, lease.domain_id, on_step)
+    if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
+        return _refuse_unclean(spec, result, died)
+    return result
+
+
+@contextmanager
+def _thread_deaths() -> Iterator[list[str]]:
+    """What threads of this process died of an exception meanwhile (each still printed as
+    before): in the single layout the nodes' threads (the bag writer's, rclpy's) are this
+    process's, and a traceback of theirs is what an abort line is in a node's log."""
+    died: list[str] = []
+    previous = threading.excepthook
+
+    def note(args: threading.ExceptHookArgs) -> None:
+        name = args.thread.name if args.thread is not None else "a thread"
+        died.append(f"{name} died of {args.exc_type.__name__}: {args.exc_value}")
+        previous(args)
+
+    threading.excepthook = note
+    try:
+        yield died
+    finally:
+        threading.excepthook = previous
+
+
+def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any) -> RunResult:
+    """The single layout's nodes on one executor, stepped by the clock master; closed after."""
     import rclpy
 
     from simforge_ros.nodes.clock_master import ClockMaster
@@ -286,13 +320,10 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     from simforge_ros.nodes.driver import Driver
     from simforge_ros.nodes.recorder import Recorder
     from simforge_ros.nodes.sim_bridge import SimBridge
-    from simforge_ros.process_tuning import freeze_startup, tune_process
+    from simforge_ros.process_tuning import freeze_startup
 
-    for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
-        os.environ.setdefault(key, lease.env[key])
-    tune_process()  # what every node process does first (see process_tuning)
     context = rclpy.Context()
-    rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=lease.domain_id)
+    rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=domain_id)
     shells: list[Any] = []
     executor = make_executor(context)
     try:

@@ -6,6 +6,7 @@ PYTHONPATH: nothing in simforge is told about it, as with a real crash at exit."
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,33 @@ def test_a_clean_run_with_the_same_hook_on_no_node_counts(tmp_path, monkeypatch)
     _at_exit(tmp_path, monkeypatch, "nobody", "os._exit(3)")
     result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
     assert (result.status, result.refusal, result.exit_code) == ("counted", None, 0)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the thread fails on purpose
+def test_a_thread_of_a_single_run_that_dies_of_an_exception_refuses_the_run(tmp_path):
+    """In `single` the nodes' threads are the runner's own: one that dies of an exception
+    (its traceback printed, as before) is what an abort line is in a node's log. The thread
+    here is started from the run's on_step callback, at step 5, and fails at once."""
+    from simforge_ros.runner import RunSpec, run
+
+    def on_step(step: int, _steps: int) -> None:
+        if step == 5:
+            worker = threading.Thread(target=lambda: 1 / 0, name="worker-of-step-5")
+            worker.start()
+            worker.join()
+
+    out = tmp_path / "runs" / "r"
+    hook = threading.excepthook
+    result = run(RunSpec(scenario="right_turn", out_dir=out, run_id="r", steps=12, layout="single",
+                         sets={"sim_bridge": {"cameras": []}}), on_step=on_step)
+    assert (result.status, result.exit_code) == ("refused", 18)
+    assert result.refusal == {
+        "code": "participant_error", "step": 12,
+        "detail": "worker-of-step-5 died of ZeroDivisionError: division by zero: a run counts only with a clean "
+                  "exit of every node and no abort line"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["status"], manifest["refusal"], manifest["steps"]) == ("refused", result.refusal, 12)
+    assert threading.excepthook is hook  # put back as it was
+    clean = run(RunSpec(scenario="right_turn", out_dir=tmp_path / "runs" / "c", run_id="c", steps=12,
+                        layout="single", sets={"sim_bridge": {"cameras": []}}))
+    assert clean.status == "counted"
