@@ -293,22 +293,30 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
 
 @contextmanager
 def _thread_deaths() -> Iterator[list[str]]:
-    """What threads of this process died of an exception meanwhile (each still printed as
-    before): in the single layout the nodes' threads (the bag writer's, rclpy's) are this
-    process's, and a traceback of theirs is what an abort line is in a node's log."""
+    """What threads of this process died of an exception meanwhile, and what exceptions
+    Python could not raise (in a ``__del__`` or a callback of the collector: "Exception
+    ignored in ..."), each still printed as before: in the single layout the nodes' threads
+    (the bag writer's, rclpy's) and objects are this process's, and those tracebacks are
+    what abort lines are in a node's log. (Four varied single runs, torch included, gave
+    none of either.)"""
     died: list[str] = []
-    previous = threading.excepthook
+    previous, previous_unraisable = threading.excepthook, sys.unraisablehook
 
     def note(args: threading.ExceptHookArgs) -> None:
         name = args.thread.name if args.thread is not None else "a thread"
         died.append(f"{name} died of {args.exc_type.__name__}: {args.exc_value}")
         previous(args)
 
-    threading.excepthook = note
+    def note_unraisable(unraisable: Any) -> None:
+        died.append(f"an exception was ignored ({unraisable.exc_type.__name__}: {unraisable.exc_value}, "
+                    f"in {unraisable.object!r})")
+        previous_unraisable(unraisable)
+
+    threading.excepthook, sys.unraisablehook = note, note_unraisable
     try:
         yield died
     finally:
-        threading.excepthook = previous
+        threading.excepthook, sys.unraisablehook = previous, previous_unraisable
 
 
 def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any) -> RunResult:

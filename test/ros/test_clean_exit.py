@@ -6,6 +6,7 @@ PYTHONPATH: nothing in simforge is told about it, as with a real crash at exit."
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from pathlib import Path
 
@@ -86,3 +87,27 @@ def test_a_thread_of_a_single_run_that_dies_of_an_exception_refuses_the_run(tmp_
     clean = run(RunSpec(scenario="right_turn", out_dir=tmp_path / "runs" / "c", run_id="c", steps=12,
                         layout="single", sets={"sim_bridge": {"cameras": []}}))
     assert clean.status == "counted"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # raised on purpose
+def test_an_exception_python_ignored_during_a_single_run_refuses_it(tmp_path):
+    """"Exception ignored in ...": an exception in a __del__, which Python prints (with a
+    traceback, an abort line in a node's log in processes) and cannot raise."""
+    from simforge_ros.runner import RunSpec, run
+
+    class Leaky:
+        def __del__(self) -> None:
+            raise RuntimeError("closing what was already closed")
+
+    def on_step(step: int, _steps: int) -> None:
+        if step == 3:
+            Leaky()  # dropped at once: its __del__ runs here
+
+    out = tmp_path / "runs" / "r"
+    hook = sys.unraisablehook
+    result = run(RunSpec(scenario="right_turn", out_dir=out, run_id="r", steps=8, layout="single",
+                         sets={"sim_bridge": {"cameras": []}}), on_step=on_step)
+    assert (result.status, result.refusal["code"], result.refusal["step"]) == ("refused", "participant_error", 8)
+    assert result.refusal["detail"].startswith(
+        "an exception was ignored (RuntimeError: closing what was already closed, in <function ")
+    assert sys.unraisablehook is hook
