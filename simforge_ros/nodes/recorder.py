@@ -53,7 +53,7 @@ from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
-from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests, OdometryDigests
+from simforge_ros.record.side_digests import ODOM_TYPE, CameraInfoDigests, ImageHeaderDigests, OdometryDigests
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -68,7 +68,6 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
     topics.STATE: (VehicleState, "simforge_ros/msg/VehicleState", "state"),
     topics.CONTACTS: (ContactEvent, "simforge_ros/msg/ContactEvent", None),
 }
-ODOM_TYPE = "nav_msgs/msg/Odometry"
 # types of which the recorder needs only the stamp they start with (record.image_cdr)
 _STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
 _HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first

@@ -109,6 +109,9 @@ class CameraInfoDigests(OrderFreeDigests):
         self.note(camera, encode([sec, nanosec]) + rest_bytes)
 
 
+ODOM_TYPE = "nav_msgs/msg/Odometry"  # what topics.ODOM carries
+
+
 class OdometryDigests(OrderFreeDigests):
     """Every field of each nav_msgs/Odometry on topics.ODOM (sim_bridge.odometry): the ego
     state /simforge/state carries, in a standard type, kept under the key ``ego``."""
@@ -139,16 +142,16 @@ def first_difference(recorded: Mapping[str, Any], replayed: Mapping[str, Any], w
     what a summary's keys name."""
     mine, theirs = names
     for key in sorted(set(recorded) | set(replayed)):
-        camera = f"{label} {key}"
+        who = f"{label} {key}"
         want, got = recorded.get(key), replayed.get(key)
         if want == got:
             continue
         if not isinstance(want, Mapping) or got is None:
-            return (f"{camera}: {mine} has {want!r}, {theirs} "
+            return (f"{who}: {mine} has {want!r}, {theirs} "
                     f"{'holds none of its ' + what if got is None else repr(got)}")
         if want.get("messages") != got["messages"]:
-            return (f"{camera}: {mine} counts {want.get('messages')!r} {what}, "
+            return (f"{who}: {mine} counts {want.get('messages')!r} {what}, "
                     f"{theirs} holds {got['messages']}")
-        return (f"{camera}: {theirs}'s {what} are not those recorded "
+        return (f"{who}: {theirs}'s {what} are not those recorded "
                 f"(digest {got['digest'][:16]}, {mine} {str(want.get('digest'))[:16]})")
     return None

@@ -30,6 +30,7 @@ from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
+    ODOM_TYPE,
     SIDE_DIGESTS,
     CameraInfoDigests,
     ImageHeaderDigests,
@@ -49,7 +50,6 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 _IMAGE_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/image_raw$")
 _INFO_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/camera_info$")
 INFO_TYPE = "sensor_msgs/msg/CameraInfo"
-ODOM_TYPE = "nav_msgs/msg/Odometry"
 
 
 @dataclass(frozen=True)
