@@ -17,11 +17,12 @@ SOURCES += $(shell find simforge_ros -type d -not -name __pycache__ -not -path '
 
 setup: $(INST)
 
-$(DEPS): requirements.txt tools/fix_wheel_cmake.py
+$(DEPS): requirements.txt tools/fix_wheel_cmake.py tools/build_tf2_msgs.py $(wildcard third_party/tf2_msgs/*.* third_party/tf2_msgs/msg/*)
 	@test -x $(PY) || $(PYTHON) -c 'import sys; v = sys.version.split()[0]; sys.exit(0 if sys.version_info[:2] == (3, 11) else f"make setup: the ROS 2 Kilted wheels on PyPI are built for CPython 3.11; $(PYTHON) is {v} (make setup PYTHON=python3.11)")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(PY) tools/fix_wheel_cmake.py
+	$(PY) tools/build_tf2_msgs.py  # tf2_msgs/TFMessage: no wheel on PyPI
 	touch $@
 
 $(INST): $(DEPS) $(SOURCES)
