@@ -28,8 +28,10 @@ from launch.events import Shutdown
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
-from simforge_ros.engine.cameras import CAMERA_NAMES, static_transform_args
 from simforge_ros.params import planner_cameras
+
+# what the bridge takes from the launch arguments besides the parameter file
+_BRIDGE_ARGS = ("scenario", "base_frame", "camera_tf", "tf")
 
 
 def _bridge_for_torch(context: LaunchContext) -> list[Node]:
@@ -38,8 +40,7 @@ def _bridge_for_torch(context: LaunchContext) -> list[Node]:
     params_file = LaunchConfiguration("params_file").perform(context)
     cameras = planner_cameras(Path(params_file))
     return [Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                 parameters=[params_file, {"scenario": LaunchConfiguration("scenario"), "cameras": cameras,
-                                           "base_frame": LaunchConfiguration("base_frame")}])]
+                 parameters=[params_file, {**{k: LaunchConfiguration(k) for k in _BRIDGE_ARGS}, "cameras": cameras}])]
 
 
 def generate_launch_description() -> LaunchDescription:
@@ -54,11 +55,12 @@ def generate_launch_description() -> LaunchDescription:
         "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
         "run_id": ("launch", "run id"),
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
-        "camera_tf": ("true", "publish each camera's frame (its images' frame_id) on /tf_static, from "
-                              "base_frame: tf2_ros static_transform_publisher"),
+        "camera_tf": ("true", "the bridge publishes each rendered camera's frame (its images' frame_id) "
+                              "on /tf_static, from base_frame (sim_bridge.camera_tf)"),
+        "tf": ("false", "the bridge publishes map_frame -> base_frame on /tf once a step (sim_bridge.tf)"),
         "base_frame": ("base_link", "the ego's frame: its rear axle on the ground, x forward, y left, z up "
                                     "(the pose /simforge/state carries); the cameras' parent, and the "
-                                    "bridge's odometry child frame (sim_bridge.base_frame)"),
+                                    "child frame of the bridge's odometry and /tf (sim_bridge.base_frame)"),
     }
     declared = [DeclareLaunchArgument(k, default_value=v, description=d) for k, (v, d) in args.items()]
     # the Fast DDS profile `simforge run` gives its node processes (a shared-memory segment a
@@ -74,7 +76,7 @@ def generate_launch_description() -> LaunchDescription:
     # parameter file, or the four surround cameras), whatever the file's rig for the bridge
     is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])
     bridge = Node(package="simforge_ros", executable="sim_bridge", name="sim_bridge", output="screen",
-                  parameters=[params_file, {"scenario": cfg["scenario"], "base_frame": cfg["base_frame"]}],
+                  parameters=[params_file, {k: cfg[k] for k in _BRIDGE_ARGS}],
                   condition=UnlessCondition(is_torch))
     bridge_for_torch = OpaqueFunction(function=_bridge_for_torch, condition=IfCondition(is_torch))
     driver = Node(package="simforge_ros", executable="driver", name="driver", output="screen",
@@ -84,10 +86,4 @@ def generate_launch_description() -> LaunchDescription:
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
-    # every camera's mount, rendered or not: a frame nobody draws in costs nothing
-    camera_tf = [Node(package="tf2_ros", executable="static_transform_publisher", name=f"simforge_{camera}_tf",
-                      output="log", condition=IfCondition(cfg["camera_tf"]),
-                      arguments=[*static_transform_args(camera), "--frame-id", cfg["base_frame"]])
-                 for camera in CAMERA_NAMES]
-    return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock,
-                              *camera_tf])
+    return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

@@ -11,6 +11,10 @@ CONTACTS = "/simforge/contacts"
 # nav_msgs/Odometry, from the bridge once a step when sim_bridge.odometry is on: the same
 # ego state in a standard type (recorded, never chained: /simforge/state is)
 ODOM = "/simforge/odom"
+# tf2_msgs/TFMessage, from the bridge: map_frame -> base_frame once a step (sim_bridge.tf),
+# and base_frame -> each rendered camera's frame once, latched (sim_bridge.camera_tf)
+TF = "/tf"
+TF_STATIC = "/tf_static"
 STATUS = "/simforge/status"
 NODE_PARAMS = "/simforge/node_params"
 # std_msgs/UInt64: steps the recorder has chained so far (wall-clock paced, never recorded);

@@ -66,7 +66,7 @@ def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
         for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
         for kws in [{kw.arg: kw.value.value for kw in node.keywords if kw.arg in ("package", "executable")}]
     }
-    assert executables == {("simforge_ros", n) for n in NODE_PARAMS} | {("tf2_ros", "static_transform_publisher")}
+    assert executables == {("simforge_ros", n) for n in NODE_PARAMS}
     for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file"):
         assert f'"{arg}"' in source
 
@@ -80,8 +80,6 @@ def test_launch_file_leaves_the_driver_out_for_an_external_one():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
     conditions: dict[str, list[str | None]] = {}
     for call in _calls(source, "Node"):
-        if ast.unparse(next(kw.value for kw in call.keywords if kw.arg == "package")) == "'tf2_ros'":
-            continue  # the cameras' frames: below
         executable = next(kw.value.value for kw in call.keywords if kw.arg == "executable")
         condition = next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
         conditions.setdefault(executable, []).append(condition)
@@ -97,26 +95,27 @@ def test_launch_file_leaves_the_driver_out_for_an_external_one():
     assert set(map(tuple, conditions.values())) == {(None,)}  # every other node always starts
 
 
-def test_launch_file_publishes_every_cameras_frame_from_the_base_frame_unless_told_not_to():
-    """One tf2_ros static_transform_publisher per camera, its arguments those the engine
-    test holds to the renderer's rays, the parent frame the base_frame launch argument."""
+def test_launch_file_hands_the_frame_arguments_to_whichever_bridge_starts():
+    """The bridge publishes the cameras' frames and the ego's itself (sim_bridge.camera_tf,
+    tf, base_frame): the launch arguments of those names reach both bridges, each a
+    parameter the bridge declares, and no other node is started for them."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    tree = ast.parse(source)
-    [call] = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and getattr(c.func, "id", "") == "Node"
-              and ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "package")) == "'tf2_ros'"]
-    kws = {kw.arg: ast.unparse(kw.value) for kw in call.keywords}
-    assert kws["executable"] == "'static_transform_publisher'"
-    assert kws["arguments"] == "[*static_transform_args(camera), '--frame-id', cfg['base_frame']]"
-    assert kws["condition"] == "IfCondition(cfg['camera_tf'])"
-    assert kws["name"] == "f'simforge_{camera}_tf'"
-    [comprehension] = [n for n in ast.walk(tree) if isinstance(n, ast.ListComp) and n.elt is call]
-    assert ast.unparse(comprehension.generators[0]).strip() == "for camera in CAMERA_NAMES"
-    assert "from simforge_ros.engine.cameras import CAMERA_NAMES, static_transform_args" in source
-    assert "*camera_tf])" in source
-    # the same ego frame for the bridge's odometry, whichever bridge starts
-    assert '"base_frame": cfg["base_frame"]' in source and '"base_frame": LaunchConfiguration("base_frame")' in source
-    for arg, default in (("camera_tf", "true"), ("base_frame", "base_link")):
-        assert f'"{arg}": ("{default}", ' in source
+    assert '_BRIDGE_ARGS = ("scenario", "base_frame", "camera_tf", "tf")' in source
+    bridge_params = {spec.name for spec in NODE_PARAMS["sim_bridge"]}
+    assert {"scenario", "base_frame", "camera_tf", "tf"} <= bridge_params
+    [plain] = [c for c in _calls(source, "Node")
+               if ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "executable")) == "'sim_bridge'"
+               and any(kw.arg == "condition" for kw in c.keywords)]
+    params = ast.unparse(next(kw.value for kw in plain.keywords if kw.arg == "parameters"))
+    assert params == "[params_file, {k: cfg[k] for k in _BRIDGE_ARGS}]"
+    function = next(node for node in ast.walk(ast.parse(source))
+                    if isinstance(node, ast.FunctionDef) and node.name == "_bridge_for_torch")
+    assert "**{k: LaunchConfiguration(k) for k in _BRIDGE_ARGS}" in ast.unparse(function)
+    defaults = {spec.name: spec.default for spec in NODE_PARAMS["sim_bridge"]}
+    for arg in ("camera_tf", "tf", "base_frame"):  # the launch default is the parameter's own
+        default = defaults[arg]
+        text = str(default).lower() if isinstance(default, bool) else default
+        assert f'"{arg}": ("{text}", ' in source
 
 
 def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
@@ -224,7 +223,7 @@ def test_package_xml_declares_every_package_the_code_and_launch_file_import():
     missing += sorted(started - declared - {"simforge_ros"})
     assert missing == []
     assert "rclpy" in third_party and "launch_ros" in third_party  # the walk saw the code
-    assert "tf2_ros" in started
+    assert "tf2_msgs" in third_party
 
 
 def test_the_version_is_the_same_in_package_xml_setup_py_and_the_package():

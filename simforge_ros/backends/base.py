@@ -8,7 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
-from simforge_ros.core.values import CameraIntrinsics, ContactEvent, FrameStamp, VehicleState
+from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics, ContactEvent, FrameStamp, VehicleState
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,10 @@ class SimBackend(Protocol):
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         """The pinhole model ``camera`` renders with, at the backend's image size: what the
         bridge's CameraInfo says, so a stack projecting with it lands on the drawn pixels."""
+
+    def extrinsics(self, camera: str) -> CameraExtrinsics:
+        """Where ``camera``'s optical frame sits on the ego: what the bridge publishes on
+        /tf_static (sim_bridge.camera_tf), from base_frame to the camera's frame_id."""
 
     def world_digest(self) -> str:
         """The engine's chained per-tick world digest (hex)."""

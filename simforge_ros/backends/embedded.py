@@ -6,13 +6,14 @@ import math
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
-from simforge_ros.core.values import CameraIntrinsics, ContactEvent, VehicleState
+from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics, ContactEvent, VehicleState
 from simforge_ros.engine import (
     CAMERA_NAMES,
     CAMERAS,
     ENGINE_VERSION,
     Engine,
     StaleRenderError,
+    extrinsics,
     intrinsics,
     load_scenario,
 )
@@ -69,6 +70,9 @@ class EmbeddedBackend:
 
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         return intrinsics(CAMERAS[camera], *self._size)
+
+    def extrinsics(self, camera: str) -> CameraExtrinsics:
+        return extrinsics(CAMERAS[camera])
 
     def world_digest(self) -> str:
         return self.engine.world_digest

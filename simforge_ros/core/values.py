@@ -51,6 +51,22 @@ class CameraIntrinsics:
 
 
 @dataclass(frozen=True)
+class CameraExtrinsics:
+    """Where a camera's optical frame (x right, y down, z along its centre ray) sits in the
+    ego frame (x forward, y left, z up, the rear axle on the ground): a translation in
+    metres and a unit quaternion (x, y, z, w). The static transform a stack needs to place
+    the camera's images (their frame_id)."""
+
+    x_m: float
+    y_m: float
+    z_m: float
+    qx: float
+    qy: float
+    qz: float
+    qw: float
+
+
+@dataclass(frozen=True)
 class TrajectoryPoint:
     """A waypoint in the frame of the pose where the plan was made (x forward, y left)."""
 

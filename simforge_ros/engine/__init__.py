@@ -11,6 +11,7 @@ from simforge_ros.engine.cameras import (
     CAMERAS,
     SURROUND_RIG,
     CameraMount,
+    extrinsics,
     intrinsics,
     optical_quaternion,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "Signal",
     "StaleRenderError",
     "VehicleParams",
+    "extrinsics",
     "intrinsics",
     "is_harness_fault",
     "list_scenarios",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simforge_ros.core.values import CameraIntrinsics
+from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,17 @@ def optical_quaternion(mount: CameraMount) -> _Quaternion:
     return _qmul(_qmul(yaw, pitch), _OPTICAL)
 
 
+def extrinsics(mount: CameraMount) -> CameraExtrinsics:
+    """The camera's optical frame in the ego frame: its mount point and optical_quaternion."""
+    return CameraExtrinsics(mount.x_m, mount.y_m, mount.z_m, *optical_quaternion(mount))
+
+
 def static_transform_args(camera: str) -> list[str]:
     """tf2_ros static_transform_publisher's arguments for ``camera``'s frame (its images'
-    frame_id) relative to the ego's, less ``--frame-id EGO_FRAME``: what the launch file
-    starts and the README shows."""
-    mount = CAMERAS[camera]
-    x, y, z, w = optical_quaternion(mount)
-    values = {"--x": mount.x_m, "--y": mount.y_m, "--z": mount.z_m, "--qx": x, "--qy": y, "--qz": z, "--qw": w}
+    frame_id) relative to the ego's, less ``--frame-id EGO_FRAME``: what the README shows
+    for a stack that places the frames itself (the bridge publishes the same on /tf_static)."""
+    e = extrinsics(CAMERAS[camera])
+    values = {"--x": e.x_m, "--y": e.y_m, "--z": e.z_m, "--qx": e.qx, "--qy": e.qy, "--qz": e.qz, "--qw": e.qw}
     out = []
     for flag, value in values.items():
         out += [flag, f"{round(value, 10) + 0.0:.10g}"]  # + 0.0: no "-0"

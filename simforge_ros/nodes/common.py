@@ -49,6 +49,10 @@ PROGRESS_QOS = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE, durab
 LATCHED_QOS = QoSProfile(
     depth=16, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
 )
+# /tf_static as tf2's StaticTransformBroadcaster offers it: the last message, latched
+TF_STATIC_QOS = QoSProfile(
+    depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+)
 HOST = socket.gethostname()
 # How long a wait on the executor may block before a wall-clock watchdog looks again.
 WALL_POLL_S = 0.05

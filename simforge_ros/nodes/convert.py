@@ -5,11 +5,21 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+from geometry_msgs.msg import TransformStamped
 from nav_msgs.msg import Odometry
+from tf2_msgs.msg import TFMessage
 
 from simforge_ros.core.lockstep import TimingRecord
 from simforge_ros.core.units import clock_stamp
-from simforge_ros.core.values import Action, ContactEvent, FrameStamp, Pose2D, TrajectoryPoint, VehicleState
+from simforge_ros.core.values import (
+    Action,
+    CameraExtrinsics,
+    ContactEvent,
+    FrameStamp,
+    Pose2D,
+    TrajectoryPoint,
+    VehicleState,
+)
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
 from simforge_ros.msg import FrameInfo as FrameMsg
@@ -124,3 +134,33 @@ def odometry_msg(state: VehicleState, yaw_rate_radps: float, map_frame: str, bas
     twist.linear.x, twist.linear.y, twist.linear.z = state.speed_mps, 0.0, 0.0
     twist.angular.x, twist.angular.y, twist.angular.z = 0.0, 0.0, yaw_rate_radps
     return msg
+
+
+def ego_transform_msg(state: VehicleState, map_frame: str, base_frame: str,
+                      msg: TFMessage | None = None) -> TFMessage:
+    """``map_frame`` -> ``base_frame`` at the state's exact sim time: the rear axle's pose on
+    the ground, turned by its yaw about z (the pose odometry_msg carries), for /tf."""
+    msg = msg or TFMessage(transforms=[TransformStamped()])
+    t = msg.transforms[0]
+    t.header.stamp.sec, t.header.stamp.nanosec = clock_stamp(state.t_us)
+    t.header.frame_id, t.child_frame_id = map_frame, base_frame
+    t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = (
+        state.pose.x_m, state.pose.y_m, 0.0)
+    half = 0.5 * state.pose.yaw_rad
+    q = t.transform.rotation
+    q.x, q.y, q.z, q.w = 0.0, 0.0, math.sin(half), math.cos(half)
+    return msg
+
+
+def camera_transforms_msg(cameras: dict[str, CameraExtrinsics], base_frame: str) -> TFMessage:
+    """``base_frame`` -> each camera's frame (its images' frame_id), for /tf_static: stamped
+    at the run's origin (sim time 0; tf2 holds a static transform for all time)."""
+    transforms = []
+    for camera, e in cameras.items():
+        t = TransformStamped()
+        t.header.frame_id, t.child_frame_id = base_frame, camera
+        t.transform.translation.x, t.transform.translation.y, t.transform.translation.z = e.x_m, e.y_m, e.z_m
+        q = t.transform.rotation
+        q.x, q.y, q.z, q.w = e.qx, e.qy, e.qz, e.qw
+        transforms.append(t)
+    return TFMessage(transforms=transforms)

@@ -29,6 +29,7 @@ from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String, UInt64
+from tf2_msgs.msg import TFMessage
 
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
@@ -39,6 +40,7 @@ from simforge_ros.nodes.common import (
     LATCHED_QOS,
     PROGRESS_QOS,
     RECORD_QOS,
+    TF_STATIC_QOS,
     declare_params,
     die_now,
     losing_answer,
@@ -53,7 +55,14 @@ from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
-from simforge_ros.record.side_digests import ODOM_TYPE, CameraInfoDigests, ImageHeaderDigests, OdometryDigests
+from simforge_ros.record.side_digests import (
+    ODOM_TYPE,
+    TF_TYPE,
+    CameraInfoDigests,
+    ImageHeaderDigests,
+    OdometryDigests,
+    TransformDigests,
+)
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -132,6 +141,7 @@ class Recorder:
             lambda raw: self._store.deserialize_cdr(raw, "sensor_msgs/msg/CameraInfo"))
         self._header_digests = ImageHeaderDigests()
         self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
+        self._tf_digests = TransformDigests()  # /tf and /tf_static (sim_bridge.tf, camera_tf), the same
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -152,6 +162,9 @@ class Recorder:
                 self._step_subs.append(self._subs[-1])
         self._odom_sub = self._subscribe(Odometry, topics.ODOM, ODOM_TYPE, "odom", RECORD_QOS)
         self._subs.append(self._odom_sub)
+        self._tf_sub = self._subscribe(TFMessage, topics.TF, TF_TYPE, "tf", RECORD_QOS)
+        # latched (as tf2 offers it): the bridge publishes it once, before this reader may exist
+        self._subs += [self._tf_sub, self._subscribe(TFMessage, topics.TF_STATIC, TF_TYPE, "tf", TF_STATIC_QOS)]
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
             image_sub = self._subscribe(
@@ -197,8 +210,9 @@ class Recorder:
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
             return
-        odom = [self._odom_sub] if self._bridge_param("odometry") is True else []
-        if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + odom):
+        side = [sub for sub, param in ((self._odom_sub, "odometry"), (self._tf_sub, "tf"))
+                if self._bridge_param(param) is True]
+        if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + side):
             return
         self.node.destroy_timer(self._offer_timer)
         on_finish: Any = self._on_finish  # a coroutine callback: mypy cannot infer it
@@ -297,6 +311,9 @@ class Recorder:
             elif part == "odom":
                 self._odom_digests.add(cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
+            elif part == "tf":
+                self._tf_digests.add(topic, cast("dict[str, Any]", to_plain(msg)))
+                side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
                 stamp = msg.header.stamp
@@ -342,6 +359,8 @@ class Recorder:
             t_ns = _stamp_ns(msg.header.stamp)
         elif type_name == "rosgraph_msgs/msg/Clock":
             t_ns = _stamp_ns(msg.clock)
+        elif type_name == TF_TYPE and msg.transforms:
+            t_ns = _stamp_ns(msg.transforms[0].header.stamp)  # /tf_static's: the run's origin
         else:
             t_ns = self._last_t_ns  # status and parameters: stamped with the run's latest time
         self._last_t_ns = max(self._last_t_ns, t_ns)
@@ -362,12 +381,18 @@ class Recorder:
             self._contacts.append(contact)
 
     def _side_behind(self) -> bool:
-        """A camera_info (or, with the bridge's odometry on, an odometry message) not yet here
-        for a step recorded: neither is in a step record, but the bag must hold them all."""
+        """A camera_info (or, with the bridge's odometry or tf on, an odometry or /tf message)
+        not yet here for a step recorded, or the cameras' /tf_static not yet here: none is in
+        a step record, but the bag must hold them all."""
         if any(self._infos_seen[c] < n for c, n in self._images_seen.items()):
             return True
-        odometry = self._odom_digests.messages(OdometryDigests.KEY)
-        return self._bridge_param("odometry") is True and odometry < self.assembler.steps_done
+        steps = self.assembler.steps_done
+        if self._bridge_param("odometry") is True and self._odom_digests.messages(OdometryDigests.KEY) < steps:
+            return True
+        if self._bridge_param("tf") is True and self._tf_digests.messages(topics.TF) < steps:
+            return True
+        return (self._bridge_param("camera_tf") is True and bool(self._bridge_param("cameras"))
+                and self._tf_digests.messages(topics.TF_STATIC) < 1)
 
     def _poll_progress(self) -> None:
         """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
@@ -462,6 +487,7 @@ class Recorder:
             camera_info=self._info_digests.summary(),
             image_headers=self._header_digests.summary(),
             odometry=self._odom_digests.summary(),
+            transforms=self._tf_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": wall_summary(self._step_ns)},

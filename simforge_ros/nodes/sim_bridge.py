@@ -5,7 +5,9 @@ poses of the step's frames (the clock master publishes that state on /simforge/s
 publish here would lengthen every step), then draws and publishes the camera images
 (header.stamp the exact sim time, frame_id per camera) with CameraInfo while the driver
 decides; contact events go out before the answer. Whoever needs a frame awaits it by its
-exact stamp. All stepping logic lives in BridgeCore; this file only converts and publishes.
+exact stamp. The rendered cameras' frames go out once on /tf_static (camera_tf), and, when
+asked, the ego's on /tf and as odometry with each step's frames (tf, odometry). All
+stepping logic lives in BridgeCore; this file only converts and publishes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
+from tf2_msgs.msg import TFMessage
 
 from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
@@ -36,6 +39,7 @@ from simforge_ros.nodes.common import (
     HOST,
     RECORD_QOS,
     STOP,
+    TF_STATIC_QOS,
     declare_params,
     die_now,
     jitter_sleep,
@@ -111,12 +115,19 @@ class SimBridge:
         self._info_pubs = {
             c: self.node.create_publisher(CameraInfo, topics.camera_info_topic(c), RECORD_QOS) for c in self._cameras
         }
-        # the ego state as nav_msgs/Odometry (convert.odometry_msg), published with the frames
+        # the ego state as nav_msgs/Odometry (convert.odometry_msg) and as map -> base on /tf
+        # (convert.ego_transform_msg), published with the frames
         self._odom_pub = self.node.create_publisher(Odometry, topics.ODOM, RECORD_QOS) if values["odometry"] else None
-        self._odom_frames = (values["map_frame"], values["base_frame"])
-        self._odom_due: Odometry | None = None
+        self._tf_pub = self.node.create_publisher(TFMessage, topics.TF, RECORD_QOS) if values["tf"] else None
+        self._ego_frames = (values["map_frame"], values["base_frame"])
+        self._side_due: list[tuple[str, Any, Any]] = []  # (topic, writer, message), due with the frames
+        if values["camera_tf"] and self._cameras:
+            # latched: a reader that comes later (the recorder, RViz) gets it too
+            self._tf_static_pub = self.node.create_publisher(TFMessage, topics.TF_STATIC, TF_STATIC_QOS)
+            self._tf_static_pub.publish(convert.camera_transforms_msg(
+                {c: backend.extrinsics(c) for c in self._cameras}, values["base_frame"]))
         self._images: dict[str, Image] = {}
-        self._readers_awaited: set[str] = set()  # cameras (and ODOM) whose first message has gone out
+        self._readers_awaited: set[str] = set()  # cameras (and side topics) whose first message has gone out
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
         self._failed: Refusal | None = None  # publishing them failed: refuse the next step
@@ -139,11 +150,11 @@ class SimBridge:
         is refused with it, and the frames it did not publish are missing in the record.
         """
         frames, self._due = self._due, []
-        odom, self._odom_due = self._odom_due, None
+        side, self._side_due = self._side_due, []
         try:
-            if odom is not None and self._odom_pub is not None:
-                self._await_readers(topics.ODOM, (self._odom_pub,))
-                self._odom_pub.publish(odom)
+            for topic, writer, msg in side:
+                self._await_readers(topic, (writer,))
+                writer.publish(msg)
             for frame in frames:
                 self._publish_frame(frame)
         except Exception as err:  # noqa: BLE001 - refuse the next step, never die silently
@@ -152,8 +163,8 @@ class SimBridge:
                 step, f"the frames of step {step} failed after its answer: {type(err).__name__}: {err}")
 
     def _await_readers(self, key: str, writers: tuple[Any, ...]) -> None:
-        """Before the first message of ``writers`` (a camera's image and camera_info, or the
-        odometry's): wait (at most FIRST_MATCH_WAIT_S) until they have matched every reader the
+        """Before the first message of ``writers`` (a camera's image and camera_info, the
+        odometry's or /tf's): wait (at most FIRST_MATCH_WAIT_S) until they have matched every reader the
         ROS graph shows on their topics, and at least one when a recorder is up.
 
         A reliable writer sends a volatile sample only to the readers it has matched when it
@@ -240,10 +251,14 @@ class SimBridge:
                 "engine_version": info.version, "tick_us": info.tick_us,
             })
         state = convert.state_msg(observation.state)
-        if self._odom_pub is not None:  # goes out with the frames, after the answer when they do
-            self._odom_due = convert.odometry_msg(observation.state, self._backend.yaw_rate_radps(),
-                                                  *self._odom_frames)
-        if frames or self._odom_due is not None:
+        # odometry and /tf go out with the frames, after the answer when they do
+        if self._odom_pub is not None:
+            self._side_due.append((topics.ODOM, self._odom_pub, convert.odometry_msg(
+                observation.state, self._backend.yaw_rate_radps(), *self._ego_frames)))
+        if self._tf_pub is not None:
+            self._side_due.append((topics.TF, self._tf_pub,
+                                   convert.ego_transform_msg(observation.state, *self._ego_frames)))
+        if frames or self._side_due:
             # Answer with the frames' stamps and poses now, then draw and publish them while
             # the driver decides (processes layout, four cameras, recorder on, 5 interleaved
             # pairs of 400-step runs: per-step median x0.78-0.91, median x0.86). A task runs

@@ -49,13 +49,15 @@ _UNSPECIFIED = QosTime(0, 0)  # rmw's "default" deadline, lifespan and lease
 
 
 def offered_qos(topic: str) -> tuple[Qos, ...]:
-    """The QoS simforge's publisher of ``topic`` offers (nodes.common RECORD_QOS and
-    LATCHED_QOS), for the bag's metadata: `ros2 bag play` adapts its publishers to the
-    recorded offers, so the run status and node parameters replay latched (a reader that
-    comes later still gets them) and the rest reliable. An empty list replayed them volatile."""
-    latched = topic in topics.LATCHED
+    """The QoS simforge's publisher of ``topic`` offers (nodes.common RECORD_QOS, LATCHED_QOS
+    and TF_STATIC_QOS), for the bag's metadata: `ros2 bag play` adapts its publishers to the
+    recorded offers, so the run status, node parameters and /tf_static replay latched (a
+    reader that comes later still gets them) and the rest reliable. An empty list replayed
+    them volatile."""
+    depth = 1 if topic == topics.TF_STATIC else 16 if topic in topics.LATCHED else 0
+    latched = depth > 0
     return (Qos(
-        history=QosHistory.KEEP_LAST if latched else QosHistory.KEEP_ALL, depth=16 if latched else 0,
+        history=QosHistory.KEEP_LAST if latched else QosHistory.KEEP_ALL, depth=depth,
         reliability=QosReliability.RELIABLE,
         durability=QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE,
         deadline=_UNSPECIFIED, lifespan=_UNSPECIFIED, liveliness=QosLiveliness.AUTOMATIC,

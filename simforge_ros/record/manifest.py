@@ -64,6 +64,7 @@ def build_manifest(
     camera_info: Mapping[str, Mapping[str, Any]] | None = None,
     image_headers: Mapping[str, Mapping[str, Any]] | None = None,
     odometry: Mapping[str, Mapping[str, Any]] | None = None,
+    transforms: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
@@ -74,7 +75,8 @@ def build_manifest(
     (``--driver external``: a node of the user's own, which publishes no parameters here).
     ``camera_info``, ``image_headers``: per camera, the count and digest of its
     camera_info messages and of its images' headers; ``odometry``: the same of the ego's
-    nav_msgs/Odometry messages (sim_bridge.odometry; record.side_digests).
+    nav_msgs/Odometry messages (sim_bridge.odometry); ``transforms``: per topic, of its
+    tf2_msgs/TFMessage messages (/tf and /tf_static; record.side_digests).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -115,6 +117,7 @@ def build_manifest(
         "camera_info": {k: dict(v) for k, v in sorted((camera_info or {}).items())},
         "image_headers": {k: dict(v) for k, v in sorted((image_headers or {}).items())},
         "odometry": {k: dict(v) for k, v in sorted((odometry or {}).items())},
+        "transforms": {k: dict(v) for k, v in sorted((transforms or {}).items())},
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {

@@ -122,6 +122,18 @@ class OdometryDigests(OrderFreeDigests):
         self.note(self.KEY, encode(plain))
 
 
+TF_TYPE = "tf2_msgs/msg/TFMessage"  # what topics.TF and topics.TF_STATIC carry
+
+
+class TransformDigests(OrderFreeDigests):
+    """Every field of each tf2_msgs/TFMessage on /tf (sim_bridge.tf: the ego in map_frame,
+    once a step) and /tf_static (sim_bridge.camera_tf: the cameras on the ego, once), kept
+    under the topic's name: what places the ego and the cameras' frames, in no chain."""
+
+    def add(self, topic: str, plain: Mapping[str, Any]) -> None:
+        self.note(topic, encode(plain))
+
+
 class ImageHeaderDigests(OrderFreeDigests):
     """What of each Image the frames chain leaves out: its stamp, frame_id, is_bigendian."""
 
@@ -130,7 +142,7 @@ class ImageHeaderDigests(OrderFreeDigests):
 
 
 SIDE_DIGESTS = (("camera_info", "camera_info messages", "camera"), ("image_headers", "image headers", "camera"),
-                ("odometry", "odometry messages", "vehicle"))
+                ("odometry", "odometry messages", "vehicle"), ("transforms", "transform messages", "topic"))
 """What of a run no chain holds, kept in its manifest: (manifest key, what it counts, what
 its keys name); verify holds the bag to them, rerun a rerun."""
 

@@ -32,9 +32,11 @@ from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
     ODOM_TYPE,
     SIDE_DIGESTS,
+    TF_TYPE,
     CameraInfoDigests,
     ImageHeaderDigests,
     OdometryDigests,
+    TransformDigests,
     first_difference,
 )
 from simforge_ros.tools import parse, say
@@ -104,6 +106,7 @@ class Replay:
         self.camera_info = CameraInfoDigests()
         self.image_headers = ImageHeaderDigests()
         self.odometry = OdometryDigests()
+        self.transforms = TransformDigests()
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -145,6 +148,9 @@ class Replay:
             elif topic == topics.ODOM:
                 _expect_type(bag_path, topic, item.msgtype, ODOM_TYPE)
                 self.odometry.add(cast("dict[str, Any]", to_plain(item.msg)))
+            elif topic in (topics.TF, topics.TF_STATIC):
+                _expect_type(bag_path, topic, item.msgtype, TF_TYPE)
+                self.transforms.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
             elif (match := _INFO_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
                 self.camera_info.add(match["camera"], cast("dict[str, Any]", to_plain(item.msg)))
@@ -188,6 +194,9 @@ class Replay:
             carried = int(msg.t_us) * 1000
         elif hasattr(msg, "header"):
             carried = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
+        elif item.topic in (topics.TF, topics.TF_STATIC) and getattr(msg, "transforms", None):
+            stamp = msg.transforms[0].header.stamp  # a TFMessage: its (first) transform's
+            carried = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
         else:  # /clock (checked apart), the run's status and parameters (logged at its latest time)
             return
         if item.t_ns != carried:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from simforge_ros.backends.embedded import EmbeddedBackend
-from simforge_ros.engine import CAMERA_NAMES, CAMERAS, intrinsics, optical_quaternion
+from simforge_ros.engine import CAMERA_NAMES, CAMERAS, extrinsics, intrinsics, optical_quaternion
 from simforge_ros.engine.cameras import ray_grid, static_transform_args
 
 
@@ -36,6 +36,7 @@ def test_the_wide_cameras_have_a_shorter_focal_length_and_the_backend_says_so():
     assert (front.cx, front.cy) == (left.cx, left.cy) == (159.5, 89.5)
     assert {c: backend.intrinsics(c) for c in CAMERA_NAMES} == {
         c: intrinsics(CAMERAS[c], 320, 180) for c in CAMERA_NAMES}
+    assert {c: backend.extrinsics(c) for c in CAMERA_NAMES} == {c: extrinsics(CAMERAS[c]) for c in CAMERA_NAMES}
 
 
 def _rotate(q: tuple[float, float, float, float], v: np.ndarray) -> np.ndarray:
@@ -64,9 +65,12 @@ def test_the_mount_transform_and_intrinsics_give_the_renderers_ray_of_every_pixe
 
 
 @pytest.mark.parametrize("camera", CAMERA_NAMES)
-def test_the_static_transform_the_launch_file_publishes_is_the_mount(camera):
-    """static_transform_args (the launch file's tf2_ros static_transform_publisher per
-    camera), read back as that tool reads them, give the mount and the rotation above."""
+def test_the_static_transform_the_bridge_and_readme_give_is_the_mount(camera):
+    """extrinsics (what the bridge publishes on /tf_static) and static_transform_args (the
+    README's tf2_ros static_transform_publisher line), read back as that tool reads them,
+    give the mount and the rotation above."""
+    e = extrinsics(CAMERAS[camera])
+    assert (e.qx, e.qy, e.qz, e.qw) == optical_quaternion(CAMERAS[camera])
     args = static_transform_args(camera)
     assert args[-2:] == ["--child-frame-id", camera] and "--frame-id" not in args
     values = dict(zip(args[:-2:2], map(float, args[1:-2:2]), strict=True))
