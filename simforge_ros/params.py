@@ -83,6 +83,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("height", "int", 180, "camera image height, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("odometry", "bool", False, "publish the ego state as nav_msgs/Odometry on /simforge/odom"),
         ParamSpec("tf", "bool", False, "publish map_frame -> base_frame on /tf once a step"),
+        ParamSpec("ground_truth", "bool", False,
+                  "publish every scripted actor and signal on /simforge/ground_truth once a step"),
         ParamSpec("camera_tf", "bool", True,
                   "publish base_frame -> each rendered camera's frame (its images' frame_id) on /tf_static"),
         ParamSpec("map_frame", "str", "map", "odometry and /tf: the frame the ego's pose is in"),

@@ -11,6 +11,9 @@ CONTACTS = "/simforge/contacts"
 # nav_msgs/Odometry, from the bridge once a step when sim_bridge.odometry is on: the same
 # ego state in a standard type (recorded, never chained: /simforge/state is)
 ODOM = "/simforge/odom"
+# simforge_ros/GroundTruth, from the bridge once a step when sim_bridge.ground_truth is on:
+# every scripted actor and signal at the step's time (recorded, never chained)
+GROUND_TRUTH = "/simforge/ground_truth"
 # tf2_msgs/TFMessage, from the bridge: map_frame -> base_frame once a step (sim_bridge.tf),
 # and base_frame -> each rendered camera's frame once, latched (sim_bridge.camera_tf)
 TF = "/tf"

@@ -8,7 +8,14 @@ from typing import Protocol
 
 import numpy as np
 
-from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics, ContactEvent, FrameStamp, VehicleState
+from simforge_ros.core.values import (
+    CameraExtrinsics,
+    CameraIntrinsics,
+    ContactEvent,
+    FrameStamp,
+    GroundTruth,
+    VehicleState,
+)
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,10 @@ class SimBackend(Protocol):
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         """The pinhole model ``camera`` renders with, at the backend's image size: what the
         bridge's CameraInfo says, so a stack projecting with it lands on the drawn pixels."""
+
+    def ground_truth(self) -> GroundTruth:
+        """Every other actor and signal now (sim_bridge.ground_truth): what a planning stack
+        without perception is given instead of detections."""
 
     def extrinsics(self, camera: str) -> CameraExtrinsics:
         """Where ``camera``'s optical frame sits on the ego: what the bridge publishes on

@@ -6,7 +6,7 @@ import math
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame
 from simforge_ros.core.errors import StaleFrame
-from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics, ContactEvent, VehicleState
+from simforge_ros.core.values import CameraExtrinsics, CameraIntrinsics, ContactEvent, GroundTruth, VehicleState
 from simforge_ros.engine import (
     CAMERA_NAMES,
     CAMERAS,
@@ -70,6 +70,9 @@ class EmbeddedBackend:
 
     def intrinsics(self, camera: str) -> CameraIntrinsics:
         return intrinsics(CAMERAS[camera], *self._size)
+
+    def ground_truth(self) -> GroundTruth:
+        return self.engine.ground_truth()
 
     def extrinsics(self, camera: str) -> CameraExtrinsics:
         return extrinsics(CAMERAS[camera])

@@ -51,6 +51,41 @@ class CameraIntrinsics:
 
 
 @dataclass(frozen=True)
+class ActorTruth:
+    """A scripted actor as the simulator holds it at one instant: its box centre's pose in
+    the map frame, its velocity there (m/s, the replayed path's), and its box."""
+
+    id: str
+    kind: str
+    pose: Pose2D
+    vx_mps: float
+    vy_mps: float
+    length_m: float
+    width_m: float
+    height_m: float
+
+
+@dataclass(frozen=True)
+class SignalTruth:
+    """A signal head at (x, y) in the map frame and the state it shows at one instant."""
+
+    id: str
+    state: str
+    x_m: float
+    y_m: float
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """What the simulator knows of the world besides the ego at time ``t_us``: every scripted
+    actor and every signal, in the scenario's order (sim_bridge.ground_truth)."""
+
+    t_us: int
+    actors: tuple[ActorTruth, ...]
+    signals: tuple[SignalTruth, ...]
+
+
+@dataclass(frozen=True)
 class CameraExtrinsics:
     """Where a camera's optical frame (x right, y down, z along its centre ray) sits in the
     ego frame (x forward, y left, z up, the rear axle on the ground): a translation in

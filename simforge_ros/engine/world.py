@@ -19,7 +19,7 @@ import numpy as np
 
 from simforge_ros.core.limits import IMAGE_SIDE
 from simforge_ros.core.timing_contract import DEFAULT_TICK_US
-from simforge_ros.core.values import FrameStamp, Pose2D, VehicleState
+from simforge_ros.core.values import ActorTruth, FrameStamp, GroundTruth, Pose2D, SignalTruth, VehicleState
 from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS
 from simforge_ros.engine.contacts import EGO_ID, Body, ContactEvent, ContactTracker
 from simforge_ros.engine.digest import root_digest, state_struct
@@ -331,6 +331,17 @@ class Engine:
     def signal_states(self) -> dict[str, str]:
         """State of every signal now."""
         return {s.id: signal_state(s, self.t_us) for s in self.scenario.signals}
+
+    def ground_truth(self) -> GroundTruth:
+        """Every actor's pose, velocity and box and every signal's state now, in the
+        scenario's order: read off the same replays and phases the world steps with."""
+        t = self.t_us
+        actors = tuple(
+            ActorTruth(a.id, a.kind, Pose2D(*xyz), *r.velocity_at(t), a.length_m, a.width_m, a.height_m)
+            for a, r, xyz in zip(self.scenario.actors, self._replays, self._actor_xyz, strict=True)
+        )
+        signals = tuple(SignalTruth(s.id, signal_state(s, t), s.x_m, s.y_m) for s in self.scenario.signals)
+        return GroundTruth(t, actors, signals)
 
     @property
     def contacts(self) -> tuple[ContactEvent, ...]:

@@ -16,14 +16,18 @@ from simforge_ros.core.values import (
     CameraExtrinsics,
     ContactEvent,
     FrameStamp,
+    GroundTruth,
     Pose2D,
     TrajectoryPoint,
     VehicleState,
 )
+from simforge_ros.msg import ActorState as ActorMsg
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
 from simforge_ros.msg import FrameInfo as FrameMsg
+from simforge_ros.msg import GroundTruth as TruthMsg
 from simforge_ros.msg import Pose2D as PoseMsg
+from simforge_ros.msg import SignalState as SignalMsg
 from simforge_ros.msg import StepTiming as TimingMsg
 from simforge_ros.msg import TrajectoryPoint as PointMsg
 from simforge_ros.msg import VehicleState as StateMsg
@@ -164,3 +168,23 @@ def camera_transforms_msg(cameras: dict[str, CameraExtrinsics], base_frame: str)
         q.x, q.y, q.z, q.w = e.qx, e.qy, e.qz, e.qw
         transforms.append(t)
     return TFMessage(transforms=transforms)
+
+
+def ground_truth_msg(step: int, truth: GroundTruth) -> TruthMsg:
+    """Every actor and signal at the step's exact time, for /simforge/ground_truth."""
+    msg = TruthMsg()
+    msg.step, msg.t_us = step, truth.t_us
+    actors = []
+    for a in truth.actors:
+        m = ActorMsg()
+        m.id, m.kind, m.pose = a.id, a.kind, pose_msg(a.pose)
+        m.vx_mps, m.vy_mps = float(a.vx_mps), float(a.vy_mps)
+        m.length_m, m.width_m, m.height_m = float(a.length_m), float(a.width_m), float(a.height_m)
+        actors.append(m)
+    signals = []
+    for s in truth.signals:
+        head = SignalMsg()
+        head.id, head.state, head.x_m, head.y_m = s.id, s.state, float(s.x_m), float(s.y_m)
+        signals.append(head)
+    msg.actors, msg.signals = actors, signals
+    return msg

@@ -35,7 +35,7 @@ from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.msg import ContactEvent, DriverAction, RunStatus, StepTiming, VehicleState
+from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
     LATCHED_QOS,
     PROGRESS_QOS,
@@ -58,7 +58,9 @@ from simforge_ros.record.manifest import build_manifest, wall_summary, write_jso
 from simforge_ros.record.side_digests import (
     ODOM_TYPE,
     TF_TYPE,
+    TRUTH_TYPE,
     CameraInfoDigests,
+    GroundTruthDigests,
     ImageHeaderDigests,
     OdometryDigests,
     TransformDigests,
@@ -142,6 +144,7 @@ class Recorder:
         self._header_digests = ImageHeaderDigests()
         self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
         self._tf_digests = TransformDigests()  # /tf and /tf_static (sim_bridge.tf, camera_tf), the same
+        self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's, the same
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -165,6 +168,8 @@ class Recorder:
         self._tf_sub = self._subscribe(TFMessage, topics.TF, TF_TYPE, "tf", RECORD_QOS)
         # latched (as tf2 offers it): the bridge publishes it once, before this reader may exist
         self._subs += [self._tf_sub, self._subscribe(TFMessage, topics.TF_STATIC, TF_TYPE, "tf", TF_STATIC_QOS)]
+        self._truth_sub = self._subscribe(GroundTruth, topics.GROUND_TRUTH, TRUTH_TYPE, "truth", RECORD_QOS)
+        self._subs.append(self._truth_sub)
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
             image_sub = self._subscribe(
@@ -210,7 +215,8 @@ class Recorder:
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
             return
-        side = [sub for sub, param in ((self._odom_sub, "odometry"), (self._tf_sub, "tf"))
+        side = [sub for sub, param in ((self._odom_sub, "odometry"), (self._tf_sub, "tf"),
+                                       (self._truth_sub, "ground_truth"))
                 if self._bridge_param(param) is True]
         if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + side):
             return
@@ -314,6 +320,9 @@ class Recorder:
             elif part == "tf":
                 self._tf_digests.add(topic, cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
+            elif part == "truth":
+                self._truth_digests.add(topic, cast("dict[str, Any]", to_plain(msg)))
+                side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
                 stamp = msg.header.stamp
@@ -381,8 +390,8 @@ class Recorder:
             self._contacts.append(contact)
 
     def _side_behind(self) -> bool:
-        """A camera_info (or, with the bridge's odometry or tf on, an odometry or /tf message)
-        not yet here for a step recorded, or the cameras' /tf_static not yet here: none is in
+        """A camera_info (or, with the bridge's odometry, tf or ground truth on, one of
+        those messages) not yet here for a step recorded, or the cameras' /tf_static not yet here: none is in
         a step record, but the bag must hold them all."""
         if any(self._infos_seen[c] < n for c, n in self._images_seen.items()):
             return True
@@ -390,6 +399,9 @@ class Recorder:
         if self._bridge_param("odometry") is True and self._odom_digests.messages(OdometryDigests.KEY) < steps:
             return True
         if self._bridge_param("tf") is True and self._tf_digests.messages(topics.TF) < steps:
+            return True
+        if (self._bridge_param("ground_truth") is True
+                and self._truth_digests.messages(topics.GROUND_TRUTH) < steps):
             return True
         return (self._bridge_param("camera_tf") is True and bool(self._bridge_param("cameras"))
                 and self._tf_digests.messages(topics.TF_STATIC) < 1)
@@ -488,6 +500,7 @@ class Recorder:
             image_headers=self._header_digests.summary(),
             odometry=self._odom_digests.summary(),
             transforms=self._tf_digests.summary(),
+            ground_truth=self._truth_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
                   "step_ns": wall_summary(self._step_ns)},

@@ -6,7 +6,8 @@ publish here would lengthen every step), then draws and publishes the camera ima
 (header.stamp the exact sim time, frame_id per camera) with CameraInfo while the driver
 decides; contact events go out before the answer. Whoever needs a frame awaits it by its
 exact stamp. The rendered cameras' frames go out once on /tf_static (camera_tf), and, when
-asked, the ego's on /tf and as odometry with each step's frames (tf, odometry). All
+asked, the ego's on /tf and as odometry, and every other actor and signal, with each
+step's frames (tf, odometry, ground_truth). All
 stepping logic lives in BridgeCore; this file only converts and publishes.
 """
 
@@ -33,7 +34,7 @@ from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import CameraIntrinsics
 from simforge_ros.image_codec import numpy_to_imgmsg
-from simforge_ros.msg import ContactEvent
+from simforge_ros.msg import ContactEvent, GroundTruth
 from simforge_ros.nodes import convert
 from simforge_ros.nodes.common import (
     HOST,
@@ -119,6 +120,8 @@ class SimBridge:
         # (convert.ego_transform_msg), published with the frames
         self._odom_pub = self.node.create_publisher(Odometry, topics.ODOM, RECORD_QOS) if values["odometry"] else None
         self._tf_pub = self.node.create_publisher(TFMessage, topics.TF, RECORD_QOS) if values["tf"] else None
+        self._truth_pub = (self.node.create_publisher(GroundTruth, topics.GROUND_TRUTH, RECORD_QOS)
+                           if values["ground_truth"] else None)
         self._ego_frames = (values["map_frame"], values["base_frame"])
         self._side_due: list[tuple[str, Any, Any]] = []  # (topic, writer, message), due with the frames
         if values["camera_tf"] and self._cameras:
@@ -258,6 +261,9 @@ class SimBridge:
         if self._tf_pub is not None:
             self._side_due.append((topics.TF, self._tf_pub,
                                    convert.ego_transform_msg(observation.state, *self._ego_frames)))
+        if self._truth_pub is not None:
+            self._side_due.append((topics.GROUND_TRUTH, self._truth_pub,
+                                   convert.ground_truth_msg(request.step, self._backend.ground_truth())))
         if frames or self._side_due:
             # Answer with the frames' stamps and poses now, then draw and publish them while
             # the driver decides (processes layout, four cameras, recorder on, 5 interleaved

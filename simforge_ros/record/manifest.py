@@ -65,6 +65,7 @@ def build_manifest(
     image_headers: Mapping[str, Mapping[str, Any]] | None = None,
     odometry: Mapping[str, Mapping[str, Any]] | None = None,
     transforms: Mapping[str, Mapping[str, Any]] | None = None,
+    ground_truth: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The manifest of a finished (or refused) run.
 
@@ -76,7 +77,8 @@ def build_manifest(
     ``camera_info``, ``image_headers``: per camera, the count and digest of its
     camera_info messages and of its images' headers; ``odometry``: the same of the ego's
     nav_msgs/Odometry messages (sim_bridge.odometry); ``transforms``: per topic, of its
-    tf2_msgs/TFMessage messages (/tf and /tf_static; record.side_digests).
+    tf2_msgs/TFMessage messages (/tf and /tf_static); ``ground_truth``: the same of
+    /simforge/ground_truth (sim_bridge.ground_truth; record.side_digests).
     """
     clock = nodes.get("clock_master", {}).get("params", {})
     bridge = nodes.get("sim_bridge", {}).get("params", {})
@@ -118,6 +120,7 @@ def build_manifest(
         "image_headers": {k: dict(v) for k, v in sorted((image_headers or {}).items())},
         "odometry": {k: dict(v) for k, v in sorted((odometry or {}).items())},
         "transforms": {k: dict(v) for k, v in sorted((transforms or {}).items())},
+        "ground_truth": {k: dict(v) for k, v in sorted((ground_truth or {}).items())},
         "faults": faults,
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {

@@ -238,7 +238,7 @@ def _is_hex64(value: object) -> bool:
 
 
 OPTIONAL_SECTIONS = ("nodes", "participants", "wall", "contacts", "digests", "versions", "camera_info",
-                     "image_headers", "odometry", "transforms")
+                     "image_headers", "odometry", "transforms", "ground_truth")
 """Manifest keys whose value, when there, is an object (``manifest_problems``)."""
 
 

@@ -122,16 +122,28 @@ class OdometryDigests(OrderFreeDigests):
         self.note(self.KEY, encode(plain))
 
 
-TF_TYPE = "tf2_msgs/msg/TFMessage"  # what topics.TF and topics.TF_STATIC carry
-
-
-class TransformDigests(OrderFreeDigests):
-    """Every field of each tf2_msgs/TFMessage on /tf (sim_bridge.tf: the ego in map_frame,
-    once a step) and /tf_static (sim_bridge.camera_tf: the cameras on the ego, once), kept
-    under the topic's name: what places the ego and the cameras' frames, in no chain."""
+class TopicDigests(OrderFreeDigests):
+    """Every field of each message on a topic, kept under the topic's name."""
 
     def add(self, topic: str, plain: Mapping[str, Any]) -> None:
         self.note(topic, encode(plain))
+
+
+TF_TYPE = "tf2_msgs/msg/TFMessage"  # what topics.TF and topics.TF_STATIC carry
+
+
+class TransformDigests(TopicDigests):
+    """/tf (sim_bridge.tf: the ego in map_frame, once a step) and /tf_static
+    (sim_bridge.camera_tf: the cameras on the ego, once): what places the ego and the
+    cameras' frames, in no chain."""
+
+
+TRUTH_TYPE = "simforge_ros/msg/GroundTruth"  # what topics.GROUND_TRUTH carries
+
+
+class GroundTruthDigests(TopicDigests):
+    """/simforge/ground_truth (sim_bridge.ground_truth: every scripted actor and signal,
+    once a step), in no chain."""
 
 
 class ImageHeaderDigests(OrderFreeDigests):
@@ -142,7 +154,8 @@ class ImageHeaderDigests(OrderFreeDigests):
 
 
 SIDE_DIGESTS = (("camera_info", "camera_info messages", "camera"), ("image_headers", "image headers", "camera"),
-                ("odometry", "odometry messages", "vehicle"), ("transforms", "transform messages", "topic"))
+                ("odometry", "odometry messages", "vehicle"), ("transforms", "transform messages", "topic"),
+                ("ground_truth", "ground-truth messages", "topic"))
 """What of a run no chain holds, kept in its manifest: (manifest key, what it counts, what
 its keys name); verify holds the bag to them, rerun a rerun."""
 

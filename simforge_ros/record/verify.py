@@ -33,7 +33,9 @@ from simforge_ros.record.side_digests import (
     ODOM_TYPE,
     SIDE_DIGESTS,
     TF_TYPE,
+    TRUTH_TYPE,
     CameraInfoDigests,
+    GroundTruthDigests,
     ImageHeaderDigests,
     OdometryDigests,
     TransformDigests,
@@ -107,6 +109,7 @@ class Replay:
         self.image_headers = ImageHeaderDigests()
         self.odometry = OdometryDigests()
         self.transforms = TransformDigests()
+        self.ground_truth = GroundTruthDigests()
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -151,6 +154,9 @@ class Replay:
             elif topic in (topics.TF, topics.TF_STATIC):
                 _expect_type(bag_path, topic, item.msgtype, TF_TYPE)
                 self.transforms.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
+            elif topic == topics.GROUND_TRUTH:
+                _expect_type(bag_path, topic, item.msgtype, TRUTH_TYPE)
+                self.ground_truth.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
             elif (match := _INFO_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
                 self.camera_info.add(match["camera"], cast("dict[str, Any]", to_plain(item.msg)))
