@@ -22,9 +22,11 @@ BUILD = HERE / "build" / "tf2_msgs"
 
 
 def importable() -> bool:
-    """Whether this interpreter already has tf2_msgs' TFMessage (checked in a child: an
-    import that fails half-way must not stay cached here)."""
-    probe = [sys.executable, "-c", "from tf2_msgs.msg import TFMessage; TFMessage()"]
+    """Whether this interpreter already has tf2_msgs' TFMessage with its C type support,
+    which rclpy loads only when a message is serialised (checked in a child: an import that
+    fails half-way must not stay cached here)."""
+    probe = [sys.executable, "-c", "from rclpy.serialization import serialize_message\n"
+             "from tf2_msgs.msg import TFMessage\nassert serialize_message(TFMessage())"]
     return subprocess.run(probe, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
 
 

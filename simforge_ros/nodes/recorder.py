@@ -10,6 +10,13 @@ pixels hashed without a copy. The run counts only if the clock master's Finish r
 says so and every step up to the expected count is complete in the record; Finish also
 gives late camera_info messages a moment, so the bag holds one for every image.
 Memory stays flat: each step record goes to steps.jsonl, only the latest is kept.
+
+/tf and /tf_static are every tf2 node's topics, not only the bridge's: a user's stack in
+the run's domain publishes its own there. Only the bridge's messages are the run's, told
+apart by the frames its parameters name (_from_bridge); the others are counted and left
+out, or the bag would hold them, logged at whatever stamps they carry, and a rerun without
+that stack would not repeat. (Their writer cannot be asked: a callback taking the message
+info fails in the EventsExecutor of this rclpy, "SystemError: null argument".)
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any, cast
 
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
@@ -40,7 +48,6 @@ from simforge_ros.nodes.common import (
     LATCHED_QOS,
     PROGRESS_QOS,
     RECORD_QOS,
-    TF_STATIC_QOS,
     declare_params,
     die_now,
     losing_answer,
@@ -69,6 +76,14 @@ from simforge_ros.srv import Finish
 
 NAME = "recorder"
 _INFO_GRACE_S = 1.0
+# Topics any tf2 node publishes on: only the bridge's messages are recorded (_from_bridge).
+_BRIDGE_ONLY = frozenset({topics.TF, topics.TF_STATIC})
+# Such messages held until the bridge's parameters say which are its own (oldest dropped).
+_UNSORTED_MAX = 64
+# /tf_static read latched, as tf2 offers it, but keeping all: two static messages that come
+# together must both be taken (the bridge's writer keeps its last one, TF_STATIC_QOS).
+_LATCHED_ALL_QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE,
+                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 # topic -> (rclpy type, rosbags type name, assembler part or None)
 _RECORDS: dict[str, tuple[Any, str, str | None]] = {
@@ -81,7 +96,8 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
 }
 # types of which the recorder needs only the stamp they start with (record.image_cdr)
 _STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
-_HEARD_FROM = {"clock_master", "sim_bridge"}  # whose latched parameters must have arrived first
+BRIDGE_NODE = "sim_bridge"  # the bridge's node name (nodes.sim_bridge.NAME)
+_HEARD_FROM = {"clock_master", BRIDGE_NODE}  # whose latched parameters must have arrived first
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 # Wall clock: steps.jsonl (and the bag, BackgroundBagWriter.checkpoint) is flushed at the
 # first record and then at most this long after the last flush, so a recorder killed
@@ -167,7 +183,9 @@ class Recorder:
         self._subs.append(self._odom_sub)
         self._tf_sub = self._subscribe(TFMessage, topics.TF, TF_TYPE, "tf", RECORD_QOS)
         # latched (as tf2 offers it): the bridge publishes it once, before this reader may exist
-        self._subs += [self._tf_sub, self._subscribe(TFMessage, topics.TF_STATIC, TF_TYPE, "tf", TF_STATIC_QOS)]
+        self._subs += [self._tf_sub, self._subscribe(TFMessage, topics.TF_STATIC, TF_TYPE, "tf", _LATCHED_ALL_QOS)]
+        self.others_left_out: Counter[str] = Counter()  # per topic: messages of other nodes
+        self._unsorted: list[tuple[str, bytes, Any]] = []  # come before the bridge's parameters
         self._truth_sub = self._subscribe(GroundTruth, topics.GROUND_TRUTH, TRUTH_TYPE, "truth", RECORD_QOS)
         self._subs.append(self._truth_sub)
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
@@ -230,7 +248,7 @@ class Recorder:
 
     def _bridge_param(self, name: str) -> Any:
         """A parameter of the bridge's, as its latched parameters said (None: not yet)."""
-        return (self._nodes.get("sim_bridge") or {}).get("params", {}).get(name)
+        return (self._nodes.get(BRIDGE_NODE) or {}).get("params", {}).get(name)
 
     def _bridge_camera_subs(self) -> list[Any]:
         """The readers of the cameras the bridge's parameters name: matched to its writers
@@ -245,12 +263,53 @@ class Recorder:
     def _subscribe(self, msg_type: Any, topic: str, type_name: str, part: str | None, qos: Any) -> Any:
         self._topics[topic] = (type_name, part)
 
-        def _cb(raw: bytes) -> None:
+        def _cb(raw: bytes, msg: Any = None) -> None:
             try:
-                self._on_message(topic, type_name, part, raw)
+                self._on_message(topic, type_name, part, raw, msg)
             except (BagError, OSError) as err:
                 self._fail(err)
-        return self.node.create_subscription(msg_type, topic, _cb, qos, raw=True)
+
+        def _cb_bridge_only(raw: bytes) -> None:
+            msg = self._store.deserialize_cdr(raw, type_name)
+            mine = self._from_bridge(topic, msg)
+            if mine is None:  # the bridge's parameters have not come yet
+                self._unsorted = [*self._unsorted[-(_UNSORTED_MAX - 1):], (topic, raw, msg)]
+            elif mine:
+                _cb(raw, msg)
+        return self.node.create_subscription(msg_type, topic, _cb_bridge_only if topic in _BRIDGE_ONLY else _cb,
+                                             qos, raw=True)
+
+    def _from_bridge(self, topic: str, msg: Any) -> bool | None:
+        """Whether a /tf or /tf_static message is the bridge's: exactly the transforms its
+        parameters say it publishes (tf: map_frame -> base_frame; camera_tf: base_frame ->
+        each camera it renders, in order); None until those parameters are here. Another
+        node's is counted and left out, with a warning the first time."""
+        params = (self._nodes.get(BRIDGE_NODE) or {}).get("params")
+        if params is None:
+            return None
+        edges = [(t.header.frame_id, t.child_frame_id) for t in msg.transforms]
+        if topic == topics.TF:
+            mine = params.get("tf") is True and edges == [(params.get("map_frame"), params.get("base_frame"))]
+        else:
+            cameras = params.get("cameras") or []
+            mine = (params.get("camera_tf") is True and bool(cameras)
+                    and edges == [(params.get("base_frame"), c) for c in cameras])
+        if not mine:
+            if not self.others_left_out[topic]:
+                self.node.get_logger().warning(
+                    f"{topic}: a message with other transforms than the bridge's ({', '.join(map(str, edges))}): "
+                    "another node's, not recorded")
+            self.others_left_out[topic] += 1
+        return mine
+
+    def _sort_unsorted(self) -> None:
+        """The bridge's parameters are here: record the held /tf and /tf_static messages that
+        are its own, in the order they came."""
+        held, self._unsorted = self._unsorted, []
+        for topic, raw, msg in held:
+            if self._from_bridge(topic, msg):
+                type_name, part = self._topics[topic]
+                self._on_message(topic, type_name, part, raw, msg)
 
     def take(self, topic: str, raw: bytes) -> bool:
         """Handle ``raw`` as if it had just come on ``topic`` (a salvaged bag fed back,
@@ -278,7 +337,8 @@ class Recorder:
         with contextlib.suppress(OSError):  # the log may be on the same full disk
             print(f"{NAME}: {self._failure}", file=sys.stderr, flush=True)
 
-    def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes) -> None:
+    def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes, msg: Any = None) -> None:
+        """Record one message; ``msg``: it deserialised already, if it was."""
         if self._written or self._failure is not None:
             return
         completed: list[dict[str, Any]] = []
@@ -305,7 +365,7 @@ class Recorder:
                 self._info_digests.add_raw(part[5:], raw)
                 side_done = True
         else:
-            msg: Any = self._store.deserialize_cdr(raw, type_name)
+            msg = msg if msg is not None else self._store.deserialize_cdr(raw, type_name)
             t_ns = self._sim_time_ns(msg, type_name)
             self._bag.write(topic, type_name, t_ns, raw)
             if part is None:
@@ -384,6 +444,8 @@ class Recorder:
                 limit = info.get("params", {}).get("recorder_backlog_steps")
                 if isinstance(limit, int) and limit > 0:
                     self._progress_every = max(1, limit // 4)
+            elif node == BRIDGE_NODE and self._unsorted:
+                self._sort_unsorted()
         elif type_name == "simforge_ros/msg/ContactEvent":
             contact = to_plain(msg)
             assert isinstance(contact, dict)

@@ -1,5 +1,6 @@
-"""What a run's camera messages hold that no chain does, so `simforge verify` can hold the
-bag to it.
+"""What a run's messages hold that no chain does, so `simforge verify` can hold the bag to
+it: the cameras' (below), and the bridge's odometry, /tf and /tf_static, and ground truth,
+each kept the same way (counts and a digest of every field) under its own manifest key.
 
 The frames chain hashes each image's encoding, size, row step and pixels; the
 camera_info published with each image, and an image's own frame_id and is_bigendian,

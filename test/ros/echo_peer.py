@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import rclpy
 import simforge_ros.msg as msgs
@@ -15,8 +16,8 @@ from rclpy.node import Node
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 QOS = QoSProfile(history=HistoryPolicy.KEEP_ALL, reliability=ReliabilityPolicy.RELIABLE)
-MESSAGES = ["ContactEvent", "DriverAction", "FrameInfo", "Participant", "Pose2D", "RunStatus", "StepTiming",
-            "TrajectoryPoint", "VehicleState"]
+# every message of the package, as msg/ defines them: a new one round-trips too
+MESSAGES = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "msg").glob("*.msg"))
 
 
 def main() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,7 @@ def test_a_run_with_tf_records_the_ego_each_step_and_the_cameras_once(tmp_path, 
 
 def test_by_default_the_cameras_are_placed_and_the_ego_is_not(tmp_path):
     """camera_tf is on and tf off by default; with no camera rendered there is nothing to
-    place, and the recorder does not wait for a /tf_static that never comes."""
+    place, and the run counts without one."""
     run = lockstep(tmp_path, steps=5, layout="single")
     bare = lockstep(tmp_path, steps=5, layout="single", sets={"sim_bridge": {"cameras": []}})
     assert run.status == bare.status == "counted"
@@ -121,3 +122,44 @@ def test_the_generated_tfmessage_is_the_upstream_type():
     store = get_typestore(Stores.ROS2_KILTED)
     assert generated["tf2_msgs/msg/TFMessage"] == store.hash_rihs01("tf2_msgs/msg/TFMessage")
     assert generated["geometry_msgs/msg/TransformStamped"] == store.hash_rihs01("geometry_msgs/msg/TransformStamped")
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, capfd, layout):
+    """/tf and /tf_static are every tf2 node's: a user's stack in the run's domain publishes
+    there too, stamped with its own clock. Only the bridge's messages are recorded: the bag
+    and manifest are those of a run without that stack, and every message is logged at sim
+    time. The steps are slowed (up to 50 ms of wall-clock jitter each, which no digest sees)
+    so that discovery has matched the stack's writers to the recorder: in a fast 20-step
+    `processes` run it did so in 1 of 5 tries; the warning in the logs shows it did."""
+    import subprocess
+    import sys
+
+    from simforge_ros.isolation import lease_domain
+
+    script = Path(__file__).with_name("foreign_tf.py")
+    sets = {"sim_bridge": {"tf": True, "cameras": ["front"]}}
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        stack = subprocess.Popen([sys.executable, str(script), "--seconds", "60"], env=dict(lease.env))
+        try:
+            time.sleep(1.0)  # its /tf_static is out, latched, before the run starts
+            run = lockstep(tmp_path, steps=60, layout=layout, sets=sets, faults=("jitter=50",))
+            assert stack.poll() is None, "the user's stack should still be running"
+        finally:
+            stack.kill()
+            stack.wait()
+    alone = lockstep(tmp_path, steps=60, layout=layout, sets=sets)
+    assert run.status == alone.status == "counted"
+    items = list(read_bag(Path(run.run_dir) / "bag"))
+    frames = {(t.header.frame_id, t.child_frame_id)
+              for item in items if item.topic in (topics.TF, topics.TF_STATIC) for t in item.msg.transforms}
+    assert frames == {("map", "base_link"), ("base_link", "front")}
+    assert max(item.t_ns for item in items) == 59 * 100_000_000  # nothing logged at a wall-clock stamp
+    assert manifest_of(run)["transforms"] == manifest_of(alone)["transforms"]
+    # the recorder's warnings: in its log (processes), or on this process's stderr (single)
+    said = capfd.readouterr().err + "".join(
+        p.read_text(errors="replace") for p in (Path(run.run_dir) / "logs").iterdir() if p.is_file())
+    for topic in (topics.TF, topics.TF_STATIC):  # the stack's messages came, and were left out
+        assert f"{topic}: a message with other transforms than the bridge's" in said
+    assert verify_run(Path(run.run_dir)).ok
