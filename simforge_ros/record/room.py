@@ -24,6 +24,13 @@ from simforge_ros.params import spec
 # CameraInfo and its steps.jsonl digest
 STEP_BYTES = 3_000
 FRAME_OVERHEAD_BYTES = 1_500
+# what the bridge's optional messages add to a step (400-step runs without cameras, bag and
+# steps.jsonl, 2026-12-04): odometry 777 B, /tf 157-158 B, ground truth 456-458 B with four
+# actors or signals, rounded up
+ODOMETRY_BYTES = 800
+TF_BYTES = 200
+GROUND_TRUTH_BYTES = 100  # and GROUND_TRUTH_ITEM_BYTES per actor and per signal
+GROUND_TRUTH_ITEM_BYTES = 100
 FIXED_BYTES = 200_000  # manifest, params, node logs, the bag's metadata and summary
 
 
@@ -62,8 +69,18 @@ def estimate(params: Mapping[str, Mapping[str, Any]]) -> RecordEstimate | None:
         decision_us = resolve_period(clock, "decision") or DEFAULT_DECISION_US
         camera_period_us = resolve_period(bridge, "camera_period")
         steps = int(_value(params, "clock_master", "steps"))
-        if steps == 0:
-            steps = load_scenario(_value(params, "sim_bridge", "scenario")).duration_us // decision_us
+        side = 0  # the bridge's optional messages, a step
+        if _value(params, "sim_bridge", "odometry"):
+            side += ODOMETRY_BYTES
+        if _value(params, "sim_bridge", "tf"):
+            side += TF_BYTES
+        scenario = None
+        if steps == 0 or _value(params, "sim_bridge", "ground_truth"):
+            scenario = load_scenario(_value(params, "sim_bridge", "scenario"))
+        if scenario is not None and steps == 0:
+            steps = scenario.duration_us // decision_us
+        if scenario is not None and _value(params, "sim_bridge", "ground_truth"):
+            side += GROUND_TRUTH_BYTES + GROUND_TRUTH_ITEM_BYTES * (len(scenario.actors) + len(scenario.signals))
     except (ValueError, TypeError, SimforgeError):  # the nodes refuse these, naming the field
         return None
     cameras = len(_value(params, "sim_bridge", "cameras")) if "sim_bridge" in params else 0
@@ -72,7 +89,7 @@ def estimate(params: Mapping[str, Mapping[str, Any]]) -> RecordEstimate | None:
     # be estimated as 100 000 frames a step: a disk-space refusal for a rate problem)
     frames_per_step = 1.0 if not camera_period_us else min(1.0, decision_us / camera_period_us)
     frame = width * height * 3 + FRAME_OVERHEAD_BYTES
-    total = FIXED_BYTES + steps * (STEP_BYTES + cameras * frames_per_step * frame)
+    total = FIXED_BYTES + steps * (STEP_BYTES + side + cameras * frames_per_step * frame)
     return RecordEstimate(int(total), steps, cameras, width, height)
 
 
