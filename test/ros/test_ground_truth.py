@@ -59,3 +59,74 @@ def test_verify_names_ground_truth_the_bag_does_not_hold(tmp_path):
     result = verify_run(Path(run.run_dir))
     assert not result.ok and result.first_mismatch["field"] == "manifest.ground_truth"
     assert "topic /simforge/ground_truth: the bag's ground-truth messages are not those recorded" in result.detail
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ground_truth_driver.py"
+
+
+def _example():
+    """examples/ground_truth_driver.py as a module, for its decide()."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ground_truth_driver", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_external_planner_decides_from_the_ground_truth_of_its_step(tmp_path, monkeypatch):
+    """examples/ground_truth_driver.py awaits each step's ground truth by its exact t_us (it
+    may come before the Decide request or after it) and brakes for an actor ahead: every
+    recorded action is its policy applied to that step's recorded state and ground truth,
+    and the run repeats bit for bit across layouts."""
+    import subprocess
+    import sys
+
+    from simforge_ros.isolation import lease_domain
+
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        driver = subprocess.Popen([sys.executable, str(EXAMPLE)], env=dict(lease.env), stdin=subprocess.DEVNULL)
+        try:
+            runs = [lockstep(tmp_path, steps=120, layout=layout, driver="external",
+                             sets={"sim_bridge": {"ground_truth": True}}) for layout in ("processes", "single")]
+        finally:
+            driver.kill()
+            driver.wait()
+    assert [r.status for r in runs] == ["counted", "counted"], [r.refusal for r in runs]
+    assert runs[0].chain_digest == runs[1].chain_digest
+    policy = _example()
+    items = list(read_bag(Path(runs[0].run_dir) / "bag"))
+    states = {item.msg.t_us: item.msg for item in items if item.topic == topics.STATE}
+    truths = {item.msg.t_us: item.msg for item in items if item.topic == topics.GROUND_TRUTH}
+    braked = cruised = 0
+    for step in steps_of(runs[0]):
+        t_us = step["timing"]["t_us"]
+        ahead = policy.blocking(states[t_us], truths[t_us])
+        assert step["action"]["accel_mps2"] == policy.decide(states[t_us], truths[t_us])
+        braked, cruised = braked + bool(ahead), cruised + (not ahead)
+    assert braked and cruised  # both branches of the policy were taken
+
+
+def test_the_planner_refuses_a_step_whose_ground_truth_never_comes(tmp_path, monkeypatch):
+    """With the bridge's ground truth off, nothing is published: the example refuses step
+    0 by name after its wait (never deciding without it)."""
+    import subprocess
+    import sys
+
+    from simforge_ros.isolation import lease_domain
+
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        driver = subprocess.Popen([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        try:
+            run = lockstep(tmp_path, steps=5, layout="processes", driver="external")
+            said, _ = driver.communicate(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert run.status == "refused" and run.refusal["code"] == "missing_frame" and run.refusal["step"] == 0
+    assert "no /simforge/ground_truth with t_us=0 within 5 s" in run.refusal["detail"]
+    assert driver.returncode == 1 and f"run {run.run_id}: refused missing_frame" in said
