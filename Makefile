@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 DEPS   := $(VENV)/.deps-stamp
 INST   := $(VENV)/.install-stamp
-SOURCES := $(shell find simforge_ros msg srv config launch -type f \
+SOURCES := $(shell find simforge_ros msg srv config launch examples -type f \
              -not -path '*/__pycache__/*' -not -path 'simforge_ros/msg/*' \
              -not -path 'simforge_ros/srv/*' 2>/dev/null) setup.py CMakeLists.txt package.xml
 # the package's folders too: a module removed or renamed changes only its folder's mtime

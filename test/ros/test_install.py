@@ -23,7 +23,8 @@ def test_ament_index_marks_the_package():
     for scenario in ("right_turn", "unprotected_left", "red_signal", "handover_parked"):
         assert (PREFIX / "share" / "simforge_ros" / "config" / "scenarios" / f"{scenario}.yaml").is_file()
     assert (PREFIX / "share" / "simforge_ros" / "launch" / "simforge.launch.py").is_file()
-    assert (PREFIX / "share" / "simforge_ros" / "examples" / "external_driver.py").is_file()
+    for example in ("external_driver.py", "ground_truth_driver.py"):
+        assert (PREFIX / "share" / "simforge_ros" / "examples" / example).is_file()
 
 
 @pytest.mark.parametrize("node", sorted(NODE_PARAMS))
