@@ -188,6 +188,13 @@ class Recorder:
         self._unsorted: list[tuple[str, bytes, Any]] = []  # come before the bridge's parameters
         self._truth_sub = self._subscribe(GroundTruth, topics.GROUND_TRUTH, TRUTH_TYPE, "truth", RECORD_QOS)
         self._subs.append(self._truth_sub)
+        # the bridge's optional messages, one a step when its parameter is on: (parameter,
+        # reader, the digests that count them, the key they are counted under)
+        self._per_step: tuple[tuple[str, Any, Any, str], ...] = (
+            ("odometry", self._odom_sub, self._odom_digests, OdometryDigests.KEY),
+            ("tf", self._tf_sub, self._tf_digests, topics.TF),
+            ("ground_truth", self._truth_sub, self._truth_digests, topics.GROUND_TRUTH),
+        )
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
             image_sub = self._subscribe(
@@ -233,9 +240,7 @@ class Recorder:
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= _HEARD_FROM:
             return
-        side = [sub for sub, param in ((self._odom_sub, "odometry"), (self._tf_sub, "tf"),
-                                       (self._truth_sub, "ground_truth"))
-                if self._bridge_param(param) is True]
+        side = [sub for param, sub, _, _ in self._per_step if self._bridge_param(param) is True]
         if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + side):
             return
         self.node.destroy_timer(self._offer_timer)
@@ -453,17 +458,13 @@ class Recorder:
 
     def _side_behind(self) -> bool:
         """A camera_info (or, with the bridge's odometry, tf or ground truth on, one of
-        those messages) not yet here for a step recorded, or the cameras' /tf_static not yet here: none is in
-        a step record, but the bag must hold them all."""
+        those messages) not yet here for a step recorded, or the cameras' /tf_static not yet
+        here: none is in a step record, but the bag must hold them all."""
         if any(self._infos_seen[c] < n for c, n in self._images_seen.items()):
             return True
         steps = self.assembler.steps_done
-        if self._bridge_param("odometry") is True and self._odom_digests.messages(OdometryDigests.KEY) < steps:
-            return True
-        if self._bridge_param("tf") is True and self._tf_digests.messages(topics.TF) < steps:
-            return True
-        if (self._bridge_param("ground_truth") is True
-                and self._truth_digests.messages(topics.GROUND_TRUTH) < steps):
+        if any(self._bridge_param(param) is True and digests.messages(key) < steps
+               for param, _, digests, key in self._per_step):
             return True
         return (self._bridge_param("camera_tf") is True and bool(self._bridge_param("cameras"))
                 and self._tf_digests.messages(topics.TF_STATIC) < 1)
