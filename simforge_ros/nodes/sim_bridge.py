@@ -7,8 +7,8 @@ publish here would lengthen every step), then draws and publishes the camera ima
 decides; contact events go out before the answer. Whoever needs a frame awaits it by its
 exact stamp. The rendered cameras' frames go out once on /tf_static (camera_tf), and, when
 asked, the ego's on /tf and as odometry, and every other actor and signal, with each
-step's frames (tf, odometry, ground_truth). All
-stepping logic lives in BridgeCore; this file only converts and publishes.
+step's frames (tf, odometry, ground_truth). All stepping logic lives in BridgeCore; this
+file only converts and publishes.
 """
 
 from __future__ import annotations
