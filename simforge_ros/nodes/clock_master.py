@@ -96,6 +96,10 @@ RCLError = _rclpy.RCLError
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 # Wall-clock wait for the recorder to acknowledge the last records before Finish is sent.
 ACKED_WAIT_S = 2.0
+# Wall-clock wait, at the end, for every reader of the run status to acknowledge the final
+# one (a participant ends when it has it); bounded, as a killed participant's reader stays
+# matched until its lease runs out and acknowledges nothing.
+STATUS_ACKED_WAIT_S = 1.0
 # Wall-clock interval between looks at the recorder's process while stepping (it is never
 # called until Finish, so nothing else would notice it gone).
 RECORDER_WATCH_S = 0.1
@@ -515,6 +519,13 @@ class ClockMaster:
             if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
                 self.node.get_logger().warning(f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s")
 
+    def deliver_status(self) -> bool:
+        """Wait (at most STATUS_ACKED_WAIT_S) until every reader has the final status. A
+        fixed 0.3 s of spinning before the node went away was not always enough: in one full
+        suite run a driver never heard it, kept spinning, and the runner refused the counted
+        run because the driver was still there 5 s later."""
+        return bool(self._status_pub.wait_for_all_acked(Duration(nanoseconds=int(STATUS_ACKED_WAIT_S * 1e9))))
+
     def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
         msg = RunStatus()
         msg.run_id, msg.state, msg.steps_done = self.config.run_id, state, steps_done
@@ -688,8 +699,10 @@ def main(argv: list[str] | None = None) -> int:
         executor.add_node(clock.node)
         freeze_startup()
         outcome = clock.run(executor)
-        # give the final status time to reach the participants before the node goes away
-        spin_until(executor, lambda: False, 0.3)
+        # the final status reaches the participants (each ends on it) before the node goes
+        # away; and a moment more for whatever else is still on its way
+        clock.deliver_status()
+        spin_until(executor, lambda: False, 0.1)
         try:
             if outcome.refusal is not None:
                 print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
