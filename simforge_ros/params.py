@@ -85,6 +85,9 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("tf", "bool", False, "publish map_frame -> base_frame on /tf once a step"),
         ParamSpec("ground_truth", "bool", False,
                   "publish every scripted actor and signal on /simforge/ground_truth once a step"),
+        ParamSpec("markers", "bool", False,
+                  "publish the actors' boxes and the signals as visualization_msgs/MarkerArray on "
+                  "/simforge/markers once a step"),
         ParamSpec("camera_tf", "bool", True,
                   "publish base_frame -> each rendered camera's frame (its images' frame_id) on /tf_static"),
         ParamSpec("map_frame", "str", "map", "odometry and /tf: the frame the ego's pose is in"),

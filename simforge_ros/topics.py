@@ -14,6 +14,9 @@ ODOM = "/simforge/odom"
 # simforge_ros/GroundTruth, from the bridge once a step when sim_bridge.ground_truth is on:
 # every scripted actor and signal at the step's time (recorded, never chained)
 GROUND_TRUTH = "/simforge/ground_truth"
+# visualization_msgs/MarkerArray, from the bridge once a step when sim_bridge.markers is on:
+# the actors' boxes and the signals' states for RViz or Foxglove (recorded, never chained)
+MARKERS = "/simforge/markers"
 # tf2_msgs/TFMessage, from the bridge: map_frame -> base_frame once a step (sim_bridge.tf),
 # and base_frame -> each rendered camera's frame once, latched (sim_bridge.camera_tf)
 TF = "/tf"

@@ -31,9 +31,10 @@ def test_the_estimate_follows_steps_cameras_size_and_camera_period(tmp_path):
     assert est(sim_bridge={"camera_period_us": 1}).bytes == two.bytes  # never more than a frame a step
     assert est(sim_bridge={"width": 640, "height": 360}).bytes > 3 * two.bytes
     # the bridge's optional messages: right_turn has four actors and no signal
-    side = {"odometry": True, "tf": True, "ground_truth": True}
+    side = {"odometry": True, "tf": True, "ground_truth": True, "markers": True}
     assert est(sim_bridge=side).bytes - two.bytes == 1000 * (
-        room.ODOMETRY_BYTES + room.TF_BYTES + room.GROUND_TRUTH_BYTES + 4 * room.GROUND_TRUTH_ITEM_BYTES)
+        room.ODOMETRY_BYTES + room.TF_BYTES + room.GROUND_TRUTH_BYTES + 4 * room.GROUND_TRUTH_ITEM_BYTES
+        + 4 * room.MARKER_BYTES)
     whole = room.estimate(node_params(_spec(tmp_path)))  # steps 0: the scenario's 22 s at 100 ms
     assert whole.steps == 220
     assert whole.describe() == "about 78 MB for 220 steps with 2 cameras at 320x180"

@@ -53,7 +53,8 @@ class CameraIntrinsics:
 @dataclass(frozen=True)
 class ActorTruth:
     """A scripted actor as the simulator holds it at one instant: its box centre's pose in
-    the map frame, its velocity there (m/s, the replayed path's), and its box."""
+    the map frame, its velocity there (m/s, the replayed path's), its box, and the colour
+    the cameras draw it in (for markers)."""
 
     id: str
     kind: str
@@ -63,6 +64,7 @@ class ActorTruth:
     length_m: float
     width_m: float
     height_m: float
+    color: tuple[int, int, int] = (128, 128, 128)
 
 
 @dataclass(frozen=True)

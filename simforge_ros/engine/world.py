@@ -337,7 +337,7 @@ class Engine:
         scenario's order: read off the same replays and phases the world steps with."""
         t = self.t_us
         actors = tuple(
-            ActorTruth(a.id, a.kind, Pose2D(*xyz), *r.velocity_at(t), a.length_m, a.width_m, a.height_m)
+            ActorTruth(a.id, a.kind, Pose2D(*xyz), *r.velocity_at(t), a.length_m, a.width_m, a.height_m, a.color)
             for a, r, xyz in zip(self.scenario.actors, self._replays, self._actor_xyz, strict=True)
         )
         signals = tuple(SignalTruth(s.id, signal_state(s, t), s.x_m, s.y_m) for s in self.scenario.signals)

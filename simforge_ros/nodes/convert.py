@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from geometry_msgs.msg import TransformStamped
 from nav_msgs.msg import Odometry
 from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import Marker, MarkerArray
 
 from simforge_ros.core.lockstep import TimingRecord
 from simforge_ros.core.units import clock_stamp
@@ -21,6 +22,7 @@ from simforge_ros.core.values import (
     TrajectoryPoint,
     VehicleState,
 )
+from simforge_ros.engine.render import SIGNAL_RGB
 from simforge_ros.msg import ActorState as ActorMsg
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
@@ -188,3 +190,31 @@ def ground_truth_msg(step: int, truth: GroundTruth) -> TruthMsg:
         signals.append(head)
     msg.actors, msg.signals = actors, signals
     return msg
+
+
+SIGNAL_HEAD_M = (3.0, 0.6)  # a signal's marker: a sphere this high (centre) and this wide
+
+
+def markers_msg(truth: GroundTruth, map_frame: str) -> MarkerArray:
+    """The actors as boxes (in the colours the cameras draw them) and the signals as spheres
+    in the colour they show, in ``map_frame`` at the truth's exact time, for RViz or
+    Foxglove: namespaces ``actors`` and ``signals``, ids the scenario's order (each step
+    replaces the last), never expiring."""
+    sec, nanosec = clock_stamp(truth.t_us)
+    markers = []
+    items = [("actors", k, Marker.CUBE, a.pose.x_m, a.pose.y_m, 0.5 * a.height_m, a.pose.yaw_rad,
+              (a.length_m, a.width_m, a.height_m), a.color) for k, a in enumerate(truth.actors)]
+    height, width = SIGNAL_HEAD_M
+    items += [("signals", k, Marker.SPHERE, s.x_m, s.y_m, height, 0.0, (width, width, width),
+               SIGNAL_RGB.get(s.state, (128, 128, 128))) for k, s in enumerate(truth.signals)]  # as drawn
+    for ns, k, shape, x, y, z, yaw, scale, rgb in items:
+        m = Marker()
+        m.header.stamp.sec, m.header.stamp.nanosec = sec, nanosec
+        m.header.frame_id = map_frame
+        m.ns, m.id, m.type, m.action = ns, k, shape, Marker.ADD
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = float(x), float(y), float(z)
+        m.pose.orientation.z, m.pose.orientation.w = math.sin(0.5 * yaw), math.cos(0.5 * yaw)
+        m.scale.x, m.scale.y, m.scale.z = (float(v) for v in scale)
+        m.color.r, m.color.g, m.color.b, m.color.a = (c / 255.0 for c in (*rgb, 255))
+        markers.append(m)
+    return MarkerArray(markers=markers)

@@ -38,6 +38,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import CameraInfo, Image
 from std_msgs.msg import String, UInt64
 from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import MarkerArray
 
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
@@ -63,6 +64,7 @@ from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typ
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.record.side_digests import (
+    MARKERS_TYPE,
     ODOM_TYPE,
     TF_TYPE,
     TRUTH_TYPE,
@@ -160,7 +162,7 @@ class Recorder:
         self._header_digests = ImageHeaderDigests()
         self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
         self._tf_digests = TransformDigests()  # /tf and /tf_static (sim_bridge.tf, camera_tf), the same
-        self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's, the same
+        self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's and markers', the same
         self._nodes: dict[str, Any] = {}
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
@@ -187,13 +189,15 @@ class Recorder:
         self.others_left_out: Counter[str] = Counter()  # per topic: messages of other nodes
         self._unsorted: list[tuple[str, bytes, Any]] = []  # come before the bridge's parameters
         self._truth_sub = self._subscribe(GroundTruth, topics.GROUND_TRUTH, TRUTH_TYPE, "truth", RECORD_QOS)
-        self._subs.append(self._truth_sub)
+        self._markers_sub = self._subscribe(MarkerArray, topics.MARKERS, MARKERS_TYPE, "truth", RECORD_QOS)
+        self._subs += [self._truth_sub, self._markers_sub]
         # the bridge's optional messages, one a step when its parameter is on: (parameter,
         # reader, the digests that count them, the key they are counted under)
         self._per_step: tuple[tuple[str, Any, Any, str], ...] = (
             ("odometry", self._odom_sub, self._odom_digests, OdometryDigests.KEY),
             ("tf", self._tf_sub, self._tf_digests, topics.TF),
             ("ground_truth", self._truth_sub, self._truth_digests, topics.GROUND_TRUTH),
+            ("markers", self._markers_sub, self._truth_digests, topics.MARKERS),
         )
         self._camera_subs: dict[str, tuple[Any, Any]] = {}  # camera -> its image and camera_info readers
         for camera in ALL_CAMERAS:
@@ -435,6 +439,8 @@ class Recorder:
             t_ns = _stamp_ns(msg.clock)
         elif type_name == TF_TYPE and msg.transforms:
             t_ns = _stamp_ns(msg.transforms[0].header.stamp)  # /tf_static's: the run's origin
+        elif type_name == MARKERS_TYPE and msg.markers:
+            t_ns = _stamp_ns(msg.markers[0].header.stamp)
         else:
             t_ns = self._last_t_ns  # status and parameters: stamped with the run's latest time
         self._last_t_ns = max(self._last_t_ns, t_ns)

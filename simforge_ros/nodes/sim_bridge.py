@@ -6,9 +6,9 @@ publish here would lengthen every step), then draws and publishes the camera ima
 (header.stamp the exact sim time, frame_id per camera) with CameraInfo while the driver
 decides; contact events go out before the answer. Whoever needs a frame awaits it by its
 exact stamp. The rendered cameras' frames go out once on /tf_static (camera_tf), and, when
-asked, the ego's on /tf and as odometry, and every other actor and signal, with each
-step's frames (tf, odometry, ground_truth). All stepping logic lives in BridgeCore; this
-file only converts and publishes.
+asked, the ego's on /tf and as odometry, and every other actor and signal (as ground
+truth, and as markers), with each step's frames (tf, odometry, ground_truth, markers).
+All stepping logic lives in BridgeCore; this file only converts and publishes.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
+from visualization_msgs.msg import MarkerArray
 
 from simforge_ros import topics
 from simforge_ros.backends import BACKENDS
@@ -122,6 +123,8 @@ class SimBridge:
         self._tf_pub = self.node.create_publisher(TFMessage, topics.TF, RECORD_QOS) if values["tf"] else None
         self._truth_pub = (self.node.create_publisher(GroundTruth, topics.GROUND_TRUTH, RECORD_QOS)
                            if values["ground_truth"] else None)
+        self._markers_pub = (self.node.create_publisher(MarkerArray, topics.MARKERS, RECORD_QOS)
+                             if values["markers"] else None)
         self._ego_frames = (values["map_frame"], values["base_frame"])
         self._side_due: list[tuple[str, Any, Any]] = []  # (topic, writer, message), due with the frames
         if values["camera_tf"] and self._cameras:
@@ -261,9 +264,11 @@ class SimBridge:
         if self._tf_pub is not None:
             self._side_due.append((topics.TF, self._tf_pub,
                                    convert.ego_transform_msg(observation.state, *self._ego_frames)))
-        if self._truth_pub is not None:
-            self._side_due.append((topics.GROUND_TRUTH, self._truth_pub,
-                                   convert.ground_truth_msg(request.step, self._backend.ground_truth())))
+        truth = self._backend.ground_truth() if self._truth_pub or self._markers_pub else None
+        if self._truth_pub is not None and truth is not None:
+            self._side_due.append((topics.GROUND_TRUTH, self._truth_pub, convert.ground_truth_msg(request.step, truth)))
+        if self._markers_pub is not None and truth is not None:
+            self._side_due.append((topics.MARKERS, self._markers_pub, convert.markers_msg(truth, self._ego_frames[0])))
         if frames or self._side_due:
             # Answer with the frames' stamps and poses now, then draw and publish them while
             # the driver decides (processes layout, four cameras, recorder on, 5 interleaved

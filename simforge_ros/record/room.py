@@ -26,11 +26,12 @@ STEP_BYTES = 3_000
 FRAME_OVERHEAD_BYTES = 1_500
 # what the bridge's optional messages add to a step (400-step runs without cameras, bag and
 # steps.jsonl, 2026-12-04): odometry 777 B, /tf 157-158 B, ground truth 456-458 B with four
-# actors or signals, rounded up
+# actors or signals, markers 1 000 B with four and 1 234 B with five, rounded up
 ODOMETRY_BYTES = 800
 TF_BYTES = 200
 GROUND_TRUTH_BYTES = 100  # and GROUND_TRUTH_ITEM_BYTES per actor and per signal
 GROUND_TRUTH_ITEM_BYTES = 100
+MARKER_BYTES = 260  # per actor and per signal
 FIXED_BYTES = 200_000  # manifest, params, node logs, the bag's metadata and summary
 
 
@@ -74,13 +75,15 @@ def estimate(params: Mapping[str, Mapping[str, Any]]) -> RecordEstimate | None:
             side += ODOMETRY_BYTES
         if _value(params, "sim_bridge", "tf"):
             side += TF_BYTES
+        truth, markers = _value(params, "sim_bridge", "ground_truth"), _value(params, "sim_bridge", "markers")
         scenario = None
-        if steps == 0 or _value(params, "sim_bridge", "ground_truth"):
+        if steps == 0 or truth or markers:
             scenario = load_scenario(_value(params, "sim_bridge", "scenario"))
-        if scenario is not None and steps == 0:
-            steps = scenario.duration_us // decision_us
-        if scenario is not None and _value(params, "sim_bridge", "ground_truth"):
-            side += GROUND_TRUTH_BYTES + GROUND_TRUTH_ITEM_BYTES * (len(scenario.actors) + len(scenario.signals))
+        if scenario is not None:
+            steps = steps or scenario.duration_us // decision_us
+            items = len(scenario.actors) + len(scenario.signals)
+            side += (GROUND_TRUTH_BYTES + GROUND_TRUTH_ITEM_BYTES * items if truth else 0) + (
+                MARKER_BYTES * items if markers else 0)
     except (ValueError, TypeError, SimforgeError):  # the nodes refuse these, naming the field
         return None
     cameras = len(_value(params, "sim_bridge", "cameras")) if "sim_bridge" in params else 0

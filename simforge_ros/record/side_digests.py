@@ -1,5 +1,6 @@
 """What a run's messages hold that no chain does, so `simforge verify` can hold the bag to
-it: the cameras' (below), and the bridge's odometry, /tf and /tf_static, and ground truth,
+it: the cameras' (below), and the bridge's odometry, /tf and /tf_static, and ground truth
+and markers,
 each kept the same way (counts and a digest of every field) under its own manifest key.
 
 The frames chain hashes each image's encoding, size, row step and pixels; the
@@ -144,7 +145,11 @@ TRUTH_TYPE = "simforge_ros/msg/GroundTruth"  # what topics.GROUND_TRUTH carries
 
 class GroundTruthDigests(TopicDigests):
     """/simforge/ground_truth (sim_bridge.ground_truth: every scripted actor and signal,
-    once a step), in no chain."""
+    once a step) and /simforge/markers (sim_bridge.markers: the same drawn as markers), in
+    no chain."""
+
+
+MARKERS_TYPE = "visualization_msgs/msg/MarkerArray"  # what topics.MARKERS carries
 
 
 class ImageHeaderDigests(OrderFreeDigests):
@@ -156,7 +161,7 @@ class ImageHeaderDigests(OrderFreeDigests):
 
 SIDE_DIGESTS = (("camera_info", "camera_info messages", "camera"), ("image_headers", "image headers", "camera"),
                 ("odometry", "odometry messages", "vehicle"), ("transforms", "transform messages", "topic"),
-                ("ground_truth", "ground-truth messages", "topic"))
+                ("ground_truth", "ground-truth and marker messages", "topic"))
 """What of a run no chain holds, kept in its manifest: (manifest key, what it counts, what
 its keys name); verify holds the bag to them, rerun a rerun."""
 

@@ -30,6 +30,7 @@ from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
+    MARKERS_TYPE,
     ODOM_TYPE,
     SIDE_DIGESTS,
     TF_TYPE,
@@ -154,8 +155,9 @@ class Replay:
             elif topic in (topics.TF, topics.TF_STATIC):
                 _expect_type(bag_path, topic, item.msgtype, TF_TYPE)
                 self.transforms.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
-            elif topic == topics.GROUND_TRUTH:
-                _expect_type(bag_path, topic, item.msgtype, TRUTH_TYPE)
+            elif topic in (topics.GROUND_TRUTH, topics.MARKERS):
+                want = TRUTH_TYPE if topic == topics.GROUND_TRUTH else MARKERS_TYPE
+                _expect_type(bag_path, topic, item.msgtype, want)
                 self.ground_truth.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
             elif (match := _INFO_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
@@ -202,6 +204,9 @@ class Replay:
             carried = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
         elif item.topic in (topics.TF, topics.TF_STATIC) and getattr(msg, "transforms", None):
             stamp = msg.transforms[0].header.stamp  # a TFMessage: its (first) transform's
+            carried = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+        elif item.topic == topics.MARKERS and getattr(msg, "markers", None):
+            stamp = msg.markers[0].header.stamp  # a MarkerArray: its (first) marker's
             carried = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
         else:  # /clock (checked apart), the run's status and parameters (logged at its latest time)
             return

@@ -5,6 +5,7 @@ chained), counted and digested in the manifest, and held to the bag by verify.""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from runs import lockstep, manifest_of, steps_of
 from simforge_ros import topics
 from simforge_ros.engine import load_scenario
 from simforge_ros.engine.paths import PathReplay
+from simforge_ros.engine.render import SIGNAL_RGB
 from simforge_ros.engine.signals import signal_state
 from simforge_ros.record.bag import read_bag
 from simforge_ros.record.verify import verify_run
@@ -22,14 +24,18 @@ pytestmark = pytest.mark.ros
 
 @pytest.mark.parametrize("layout", ["processes", "single"])
 def test_a_run_with_ground_truth_records_the_world_of_each_step(tmp_path, layout):
-    run = lockstep(tmp_path, "red_signal", steps=30, layout=layout, sets={"sim_bridge": {"ground_truth": True}})
+    run = lockstep(tmp_path, "red_signal", steps=30, layout=layout,
+                   sets={"sim_bridge": {"ground_truth": True, "markers": True}})
     plain = lockstep(tmp_path, "red_signal", steps=30, layout=layout)
     assert run.status == plain.status == "counted"
     assert (run.chain_digest, run.frames_digest) == (plain.chain_digest, plain.frames_digest)  # in no chain
     scenario = load_scenario("red_signal")
     replays = [PathReplay(a.path) for a in scenario.actors]
     steps = {s["timing"]["t_us"]: s["timing"]["step"] for s in steps_of(run)}
-    truth = [item for item in read_bag(Path(run.run_dir) / "bag") if item.topic == topics.GROUND_TRUTH]
+    items = list(read_bag(Path(run.run_dir) / "bag"))
+    truth = [item for item in items if item.topic == topics.GROUND_TRUTH]
+    markers = {item.t_ns: item.msg.markers for item in items if item.topic == topics.MARKERS}
+    assert sorted(markers) == [k * 100_000_000 for k in range(30)]
     assert [item.t_ns for item in truth] == [k * 100_000_000 for k in range(30)]
     moved = set()
     for item in truth:
@@ -44,8 +50,22 @@ def test_a_run_with_ground_truth_records_the_world_of_each_step(tmp_path, layout
             moved.add((actor.id, actor.pose.x_m, actor.pose.y_m))
         assert [(s.id, s.state, s.x_m, s.y_m) for s in msg.signals] == [
             (s.id, signal_state(s, msg.t_us), s.x_m, s.y_m) for s in scenario.signals]
+        # the same world drawn: a box per actor, a sphere per signal, at the same time
+        drawn = markers[item.t_ns]
+        assert [(m.ns, m.id) for m in drawn] == [("actors", k) for k in range(len(msg.actors))] + [
+            ("signals", k) for k in range(len(msg.signals))]
+        for m, actor, spec in zip(drawn, msg.actors, scenario.actors, strict=False):
+            assert (m.pose.position.x, m.pose.position.y) == (actor.pose.x_m, actor.pose.y_m)
+            assert 2 * math.atan2(m.pose.orientation.z, m.pose.orientation.w) == pytest.approx(actor.pose.yaw_rad)
+            assert (round(m.color.r * 255), round(m.color.g * 255), round(m.color.b * 255)) == spec.color
+            assert (m.scale.x, m.scale.y, m.scale.z) == (actor.length_m, actor.width_m, actor.height_m)
+            assert m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec == item.t_ns
+        for m, head in zip(drawn[len(msg.actors):], msg.signals, strict=True):
+            assert (m.pose.position.x, m.pose.position.y) == (head.x_m, head.y_m)
+            assert (round(m.color.r * 255), round(m.color.g * 255), round(m.color.b * 255)) == SIGNAL_RGB[head.state]
     assert len(moved) > len(scenario.actors)  # the actors are seen moving
-    assert manifest_of(run)["ground_truth"][topics.GROUND_TRUTH]["messages"] == 30
+    assert {k: v["messages"] for k, v in manifest_of(run)["ground_truth"].items()} == {
+        topics.GROUND_TRUTH: 30, topics.MARKERS: 30}
     assert manifest_of(plain)["ground_truth"] == {}
     assert verify_run(Path(run.run_dir)).ok
 
@@ -58,7 +78,8 @@ def test_verify_names_ground_truth_the_bag_does_not_hold(tmp_path):
     path.write_text(json.dumps(manifest))
     result = verify_run(Path(run.run_dir))
     assert not result.ok and result.first_mismatch["field"] == "manifest.ground_truth"
-    assert "topic /simforge/ground_truth: the bag's ground-truth messages are not those recorded" in result.detail
+    said = "topic /simforge/ground_truth: the bag's ground-truth and marker messages are not those recorded"
+    assert said in result.detail
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ground_truth_driver.py"
