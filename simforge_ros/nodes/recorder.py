@@ -74,6 +74,7 @@ from simforge_ros.record.side_digests import (
     OdometryDigests,
     TransformDigests,
 )
+from simforge_ros.record.sim_time import carried_ns, stamp_ns
 from simforge_ros.srv import Finish
 
 NAME = "recorder"
@@ -121,10 +122,6 @@ _LATCHED: dict[str, tuple[Any, str]] = {
     topics.STATUS: (RunStatus, "simforge_ros/msg/RunStatus"),
     topics.NODE_PARAMS: (String, "std_msgs/msg/String"),
 }
-
-
-def _stamp_ns(stamp: Any) -> int:
-    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
 class Recorder:
@@ -431,17 +428,8 @@ class Recorder:
         return t_ns
 
     def _sim_time_ns(self, msg: Any, type_name: str) -> int:
-        if hasattr(msg, "t_us"):
-            t_ns = int(msg.t_us) * 1000
-        elif hasattr(msg, "header"):
-            t_ns = _stamp_ns(msg.header.stamp)
-        elif type_name == "rosgraph_msgs/msg/Clock":
-            t_ns = _stamp_ns(msg.clock)
-        elif type_name == TF_TYPE and msg.transforms:
-            t_ns = _stamp_ns(msg.transforms[0].header.stamp)  # /tf_static's: the run's origin
-        elif type_name == MARKERS_TYPE and msg.markers:
-            t_ns = _stamp_ns(msg.markers[0].header.stamp)
-        else:
+        t_ns = stamp_ns(msg.clock) if type_name == "rosgraph_msgs/msg/Clock" else carried_ns(msg)
+        if t_ns is None:
             t_ns = self._last_t_ns  # status and parameters: stamped with the run's latest time
         self._last_t_ns = max(self._last_t_ns, t_ns)
         return t_ns

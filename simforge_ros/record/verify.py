@@ -42,6 +42,7 @@ from simforge_ros.record.side_digests import (
     TransformDigests,
     first_difference,
 )
+from simforge_ros.record.sim_time import carried_ns
 from simforge_ros.tools import parse, say
 
 PART_TOPICS = {
@@ -197,18 +198,8 @@ class Replay:
         header's stamp), so a bag plays back in simulation time: note the first that is not."""
         if self.misplaced is not None:
             return
-        msg = item.msg
-        if hasattr(msg, "t_us"):
-            carried = int(msg.t_us) * 1000
-        elif hasattr(msg, "header"):
-            carried = int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)
-        elif item.topic in (topics.TF, topics.TF_STATIC) and getattr(msg, "transforms", None):
-            stamp = msg.transforms[0].header.stamp  # a TFMessage: its (first) transform's
-            carried = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-        elif item.topic == topics.MARKERS and getattr(msg, "markers", None):
-            stamp = msg.markers[0].header.stamp  # a MarkerArray: its (first) marker's
-            carried = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
-        else:  # /clock (checked apart), the run's status and parameters (logged at its latest time)
+        carried = carried_ns(item.msg)
+        if carried is None:  # /clock (checked apart), the run's status and parameters (logged at its latest time)
             return
         if item.t_ns != carried:
             self.misplaced = (carried, item.topic, item.t_ns)
