@@ -3,6 +3,11 @@
     ros2 launch simforge_ros simforge.launch.py scenario:=right_turn driver:=route \
         latency_us:=0 seed:=0 out_dir:=/tmp/simforge-run
 
+and against a CARLA 0.10 server (a scenario written in its town's coordinates):
+
+    ros2 launch simforge_ros simforge.launch.py backend:=carla carla_host:=localhost \
+        scenario:=/path/to/town10_scenario.yaml
+
 The same four executables and parameter names as `simforge run --layout processes`; the
 parameter file (config/simforge.yaml by default) holds every other parameter. The clock
 master ends the run; its exit ends the launch.
@@ -31,7 +36,7 @@ from launch_ros.actions import Node
 from simforge_ros.params import planner_cameras
 
 # what the bridge takes from the launch arguments besides the parameter file
-_BRIDGE_ARGS = ("scenario", "base_frame", "camera_tf", "tf")
+_BRIDGE_ARGS = ("scenario", "base_frame", "camera_tf", "tf", "backend", "carla_host", "carla_port")
 
 
 def _bridge_for_torch(context: LaunchContext) -> list[Node]:
@@ -58,6 +63,10 @@ def generate_launch_description() -> LaunchDescription:
         "camera_tf": ("true", "the bridge publishes each rendered camera's frame (its images' frame_id) "
                               "on /tf_static, from base_frame (sim_bridge.camera_tf)"),
         "tf": ("false", "the bridge publishes map_frame -> base_frame on /tf once a step (sim_bridge.tf)"),
+        "backend": ("embedded", "the simulator: embedded (this package's engine) | carla (a CARLA 0.10 server, "
+                                "run synchronous; sim_bridge.backend, the other carla_* in the parameter file)"),
+        "carla_host": ("localhost", "carla backend: the server's host (sim_bridge.carla_host)"),
+        "carla_port": ("2000", "carla backend: the server's RPC port (sim_bridge.carla_port)"),
         "base_frame": ("base_link", "the ego's frame: its rear axle on the ground, x forward, y left, z up "
                                     "(the pose /simforge/state carries); the cameras' parent, and the "
                                     "child frame of the bridge's odometry and /tf (sim_bridge.base_frame)"),

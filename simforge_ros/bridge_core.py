@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simforge_ros.backends.base import BackendInfo, RenderedFrame, SimBackend
-from simforge_ros.core.errors import ParticipantError, RateNotMultiple, Refusal, StaleFrame
+from simforge_ros.core.errors import ParticipantError, RateNotMultiple, Refusal
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import BridgeObservation, StepRequest
 from simforge_ros.core.values import Action, ContactEvent
@@ -82,7 +82,17 @@ class BridgeCore:
             RateNotMultiple: the time to advance is not a whole number of ticks, or the
                 decision period is not positive.
             ParticipantError: steps out of order, or a step before reset.
+            Refusal: what the backend refused (a simulator server's clock drifting, a frame
+                that never came), at this step: a backend does not know the step number.
         """
+        try:
+            return self._step(request)
+        except Refusal as err:
+            if err.step >= 0:
+                raise
+            raise type(err)(request.step, err.detail) from err
+
+    def _step(self, request: StepRequest) -> tuple[BridgeObservation, list[RenderedFrame]]:
         step = request.step
         faults = self._config.faults
         if request.decision_us <= 0:  # the frames' period defaults to it: no step without it
@@ -160,10 +170,7 @@ class BridgeCore:
             if stale and camera in self._previous_frames:
                 frames.append(self._previous_frames[camera])  # an old frame, stamped for its own time
                 continue
-            try:
-                frame = self._backend.render(camera, t_us, self._rig_offset)
-            except StaleFrame as err:
-                raise StaleFrame(step, err.detail) from err
+            frame = self._backend.render(camera, t_us, self._rig_offset)
             flip = faults.at("flip_pixel", step)
             if flip is not None and flip.camera == camera:
                 frame = _with_flipped_pixel(frame)

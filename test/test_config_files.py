@@ -97,12 +97,14 @@ def test_launch_file_leaves_the_driver_out_for_an_external_one():
 
 def test_launch_file_hands_the_frame_arguments_to_whichever_bridge_starts():
     """The bridge publishes the cameras' frames and the ego's itself (sim_bridge.camera_tf,
-    tf, base_frame): the launch arguments of those names reach both bridges, each a
-    parameter the bridge declares, and no other node is started for them."""
+    tf, base_frame), and picks its simulator (backend, carla_host, carla_port): the launch
+    arguments of those names reach both bridges, each a parameter the bridge declares, and
+    no other node is started for them."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    assert '_BRIDGE_ARGS = ("scenario", "base_frame", "camera_tf", "tf")' in source
+    handed = ("scenario", "base_frame", "camera_tf", "tf", "backend", "carla_host", "carla_port")
+    assert f"_BRIDGE_ARGS = {handed!r}".replace("'", '"') in source
     bridge_params = {spec.name for spec in NODE_PARAMS["sim_bridge"]}
-    assert {"scenario", "base_frame", "camera_tf", "tf"} <= bridge_params
+    assert set(handed) <= bridge_params
     [plain] = [c for c in _calls(source, "Node")
                if ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "executable")) == "'sim_bridge'"
                and any(kw.arg == "condition" for kw in c.keywords)]
@@ -112,7 +114,7 @@ def test_launch_file_hands_the_frame_arguments_to_whichever_bridge_starts():
                     if isinstance(node, ast.FunctionDef) and node.name == "_bridge_for_torch")
     assert "**{k: LaunchConfiguration(k) for k in _BRIDGE_ARGS}" in ast.unparse(function)
     defaults = {spec.name: spec.default for spec in NODE_PARAMS["sim_bridge"]}
-    for arg in ("camera_tf", "tf", "base_frame"):  # the launch default is the parameter's own
+    for arg in ("camera_tf", "tf", "base_frame", "backend", "carla_host", "carla_port"):  # the parameter's own
         default = defaults[arg]
         text = str(default).lower() if isinstance(default, bool) else default
         assert f'"{arg}": ("{text}", ' in source

@@ -18,6 +18,11 @@ from simforge_ros.core.values import (
 )
 
 
+class BackendUnavailable(RuntimeError):
+    """The backend cannot be used on this machine (its simulator's Python API is not
+    installed): the bridge names it as a bad ``backend`` parameter."""
+
+
 @dataclass(frozen=True)
 class BackendInfo:
     """What a backend reports after loading a scenario."""
@@ -108,3 +113,7 @@ class SimBackend(Protocol):
 
     def perturb_ego(self, dx_m: float) -> None:
         """Shift the ego (fault injection only)."""
+
+    def close(self) -> None:
+        """Release what ``load`` took (a server's actors and settings); the bridge calls it
+        when it stops. Nothing to do for a backend that holds only memory."""

@@ -82,3 +82,6 @@ class EmbeddedBackend:
 
     def perturb_ego(self, dx_m: float) -> None:
         self.engine.perturb_ego(dx_m)
+
+    def close(self) -> None:
+        """Nothing to release: the engine is memory only."""

@@ -26,8 +26,8 @@ from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
 
 from simforge_ros import topics
-from simforge_ros.backends import BACKENDS
-from simforge_ros.backends.base import RenderedFrame
+from simforge_ros.backends import BACKENDS, make_backend
+from simforge_ros.backends.base import BackendUnavailable, RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
 from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, Refusal
 from simforge_ros.core.faults import FaultPlan
@@ -77,12 +77,17 @@ class SimBridge:
         values = declare_params(self.node, NAME)
         faults = FaultPlan.parse(values["faults"]).for_node(NAME)
         tick_us = period(values, "tick", NAME)
+        assert tick_us is not None  # tick_us has a default: never unset
         if values["backend"] not in BACKENDS:
-            raise ConfigError.single(NAME, "backend", f"one of {sorted(BACKENDS)}", values["backend"])
+            raise ConfigError.single(NAME, "backend", f"one of {', '.join(BACKENDS)}", values["backend"])
         try:
-            backend = BACKENDS[values["backend"]](values["scenario"], tick_us, values["width"], values["height"])
+            backend = make_backend(values["backend"], values, tick_us)
         except ValueError as err:  # ScenarioError is a ValueError naming file and field
-            raise ConfigError.single(NAME, "scenario", "a valid scenario name or file", Printed(str(err))) from None
+            raise ConfigError.single(NAME, "scenario", f"a scenario the {values['backend']} backend can load",
+                                     Printed(str(err))) from None
+        except BackendUnavailable as err:
+            raise ConfigError.single(NAME, "backend", "a backend whose simulator API is installed",
+                                     Printed(str(err))) from None
         self._cameras = tuple(values["cameras"])
         known = tuple(backend.camera_names)
         if any(c not in known for c in self._cameras) or len(set(self._cameras)) != len(self._cameras):
@@ -144,6 +149,11 @@ class SimBridge:
         lose_step = lose.step if lose is not None else None
         handler: Any = self._on_step if lose_step is None else losing_answer(self._on_step, lose_step)
         self.node.create_service(Step, topics.STEP_SERVICE, handler)
+
+    def close(self) -> None:
+        """Give the simulator back what the run took (CARLA: its actors, and its settings:
+        a server left synchronous waits for a tick no one sends)."""
+        self._backend.close()
 
     def _on_final(self, _status: Any) -> None:
         self._publish_due()

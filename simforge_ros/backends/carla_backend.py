@@ -1,0 +1,480 @@
+"""CARLA 0.10 as a bridge backend: the same timing contract, bound to a CARLA server.
+
+SimForge only runs CARLA synchronous: in its default asynchronous mode the server runs on
+its own clock and no two runs repeat. This backend is the only client that advances the
+world: one ``world.tick()`` per engine tick, with ``fixed_delta_seconds`` set from
+``tick_us`` (read from the bridge, never typed here). After every tick it checks that
+CARLA's frame counter moved by exactly one (another client ticking the world would move
+it further) and that CARLA's own clock reports the tick it was told: ``time_drift``
+otherwise, at the tick it happens, not a hundred steps later.
+
+Cameras capture every tick. A step's frame is the image whose frame id is the id of the
+step's tick, awaited by that id (``missing_frame`` past ``timeout_ms``), never the latest
+image in a queue. Its pose is read from the image's own sensor transform, so the clock
+master's ``pose_tolerance`` guard compares where CARLA rendered from with the state.
+
+Coordinates: CARLA's world is left-handed (x forward, y right, z up; yaw in degrees,
+clockwise seen from above). The map frame here is its mirror, as the CARLA ROS bridge
+gives it: (x, -y, -yaw). A scenario for CARLA is written in that frame, in its town's
+coordinates. The ego pose is the rear axle on the ground, as with the embedded engine; the
+offset to CARLA's actor origin is read from the vehicle's wheels at load.
+
+Scripted actors are spawned with physics off and put on their replayed box-centre pose
+before every tick. Contacts are found by the embedded engine's box test on the poses
+CARLA reports after each tick, not from CARLA's collision sensor: its events arrive
+asynchronously, and a step's contacts must not depend on when a message arrives.
+
+No rclpy here. The ``carla`` module is imported when the backend is built: the CARLA
+package's own wheel, which is not on PyPI for this Python; the tests run against a test
+double of it (test/carla_double), since no CARLA server can run on the project's machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import math
+import struct
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simforge_ros.backends.base import BackendInfo, BackendUnavailable, RenderedFrame
+from simforge_ros.core.errors import MissingFrame, ParticipantError, RateNotMultiple, StaleFrame, TimeDrift
+from simforge_ros.core.values import (
+    ActorTruth,
+    CameraExtrinsics,
+    CameraIntrinsics,
+    ContactEvent,
+    FrameStamp,
+    GroundTruth,
+    Pose2D,
+    VehicleState,
+)
+from simforge_ros.engine import CAMERA_NAMES, CAMERAS, EGO_ID, extrinsics, intrinsics, load_scenario
+from simforge_ros.engine.contacts import Body, ContactTracker
+from simforge_ros.engine.digest import root_digest
+from simforge_ros.engine.geometry import Box
+from simforge_ros.engine.paths import PathReplay
+from simforge_ros.engine.scenario import ScenarioError
+
+BACKEND_VERSION = "carla-backend/1"
+
+# A tick's reported length against tick_us, relative: CARLA hands the delta to the engine
+# in single precision (0.01 s becomes 0.0099999998), a relative error of about 6e-8; a
+# wrong period (the 0.0999 s typed for 0.1 s) is 1e-3.
+DELTA_REL_TOL = 1e-6
+# CARLA's elapsed time against k * tick_us: half a microsecond, plus the single-precision
+# deltas' accumulation (1e-7 of the time: 2.2 us over 100 000 ticks of 10 ms would be 2e-8).
+ELAPSED_TOL_US = 1.0
+ELAPSED_REL_TOL = 1e-7
+SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road and settles in one tick
+WALKER_BLUEPRINT = "walker.pedestrian.0001"  # a scripted vehicle takes the ego's (CarlaOptions.vehicle)
+_STEP = struct.Struct(">qq6d")
+
+
+@dataclass(frozen=True)
+class CarlaOptions:
+    """The bridge's carla_* parameters."""
+
+    host: str = "localhost"
+    port: int = 2000
+    timeout_ms: int = 10_000  # wall clock: a server call, and the wait for a frame's image
+    town: str = ""  # "": keep the map the server has loaded
+    vehicle: str = "vehicle.lincoln.mkz"
+    cameras: tuple[str, ...] = ("chase", "front")  # the cameras to spawn: those the bridge renders
+    max_accel_mps2: float = 3.0  # full throttle, for the accel -> throttle mapping
+    max_brake_mps2: float = 8.0  # full brake
+
+
+def import_carla() -> Any:
+    """The CARLA Python API module.
+
+    Raises: BackendUnavailable: it is not importable.
+    """
+    try:
+        return importlib.import_module("carla")
+    except ImportError as err:
+        raise BackendUnavailable(
+            f"the carla backend needs the CARLA 0.10 Python API (the carla wheel of your CARLA package, "
+            f"PythonAPI/carla/dist) importable: {err}") from None
+
+
+def to_carla_xy_yaw(x_m: float, y_m: float, yaw_rad: float) -> tuple[float, float, float]:
+    """Map frame (right-handed) -> CARLA (x, y, yaw in degrees)."""
+    return x_m, -y_m, -math.degrees(yaw_rad)
+
+
+def from_carla_xy_yaw(x: float, y: float, yaw_deg: float) -> tuple[float, float, float]:
+    """CARLA (x, y, yaw in degrees) -> map frame (x, y, yaw in (-pi, pi])."""
+    yaw = -math.radians(yaw_deg)
+    yaw = math.atan2(math.sin(yaw), math.cos(yaw))
+    return x, -y, yaw
+
+
+class _Images:
+    """Every camera's images by frame id, as the sensors' callbacks deliver them (from
+    CARLA's threads, in any order); a reader waits for the one frame it names."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._by_frame: dict[str, dict[int, Any]] = {}
+        self._oldest = 0  # images of earlier frames are not kept
+
+    def add(self, camera: str, image: Any) -> None:
+        with self._cond:
+            frame = int(image.frame)
+            if frame >= self._oldest:
+                self._by_frame.setdefault(camera, {})[frame] = image
+                self._cond.notify_all()
+
+    def forget_before(self, frame: int) -> None:
+        with self._cond:
+            self._oldest = frame
+            for images in self._by_frame.values():
+                for old in [f for f in images if f < frame]:
+                    del images[old]
+
+    def wait(self, camera: str, frame: int, timeout_s: float) -> Any | None:
+        with self._cond:
+            self._cond.wait_for(lambda: frame in self._by_frame.get(camera, {}), timeout_s)
+            return self._by_frame.get(camera, {}).pop(frame, None)
+
+
+class CarlaBackend:
+    """One CARLA world driven in lockstep; ``load`` (re)spawns everything of the run."""
+
+    camera_names: tuple[str, ...] = CAMERA_NAMES
+
+    def __init__(self, scenario: str, tick_us: int, width: int = 320, height: int = 180,
+                 options: CarlaOptions | None = None) -> None:
+        """Raises: ScenarioError: the scenario cannot be found, or asks for what this
+        backend does not drive; BackendUnavailable: no carla module."""
+        self._scenario = load_scenario(scenario)
+        if self._scenario.signals:
+            raise ScenarioError(self._scenario.path, "signals", "none: the carla backend drives no signals yet",
+                                [s.id for s in self._scenario.signals])
+        if self._scenario.handover is not None:
+            raise ScenarioError(self._scenario.path, "handover", "none: the carla backend replays no ego path yet",
+                                "a handover")
+        self._carla = import_carla()
+        self._tick_us = tick_us
+        self._dt_s = tick_us / 1_000_000
+        self._size = (width, height)
+        self._options = options or CarlaOptions()
+        self._replays = [PathReplay(a.path) for a in self._scenario.actors]
+        self._images = _Images()
+        self._world: Any = None
+        self._saved_settings: Any = None
+        self._actors: list[Any] = []  # scripted, in the scenario's order
+        self._actor_z: list[float] = []  # the height each was spawned at, kept
+        self._sensors: dict[str, Any] = {}
+        self._spawned: list[Any] = []  # everything this run spawned, destroyed on close
+        self._ego: Any = None
+        self._tick = 0
+        self._frame = 0  # CARLA's frame id of tick self._tick
+        self._origin_s = 0.0  # CARLA's elapsed seconds at tick 0
+        self._snapshot: Any = None
+        self._axle_ahead_m = 0.0  # CARLA's actor origin ahead of the rear axle
+        self._max_steer_rad = 1.0
+        self._steer_cmd = 0.0
+        self._accel_cmd = 0.0
+        self._tracker = ContactTracker()
+        self._digest = b""
+        self._version = ""
+
+    # ---- load ---------------------------------------------------------------------------
+    def load(self, seed: int) -> BackendInfo:
+        """Connect, set the world synchronous with this tick, spawn the ego, its cameras
+        and the scripted actors, and take tick 0 once they have settled.
+
+        Raises: ParticipantError: no server, or it refused what was asked;
+            RateNotMultiple: it did not take the tick or synchronous mode.
+        """
+        self.close()
+        carla, opts = self._carla, self._options
+        try:
+            client = carla.Client(opts.host, opts.port)
+            client.set_timeout(opts.timeout_ms / 1000.0)
+            server = client.get_server_version()
+            world = client.load_world(opts.town) if opts.town else client.get_world()
+        except Exception as err:  # noqa: BLE001 - the client raises RuntimeError on a time-out, others elsewhere
+            raise ParticipantError(-1, f"carla: no server answered at {opts.host}:{opts.port} "
+                                       f"within {opts.timeout_ms} ms ({type(err).__name__}: {err})") from None
+        self._world = world
+        self._version = f"carla {server} (client {client.get_client_version()}), {BACKEND_VERSION}"
+        self._saved_settings = world.get_settings()
+        settings = world.get_settings()
+        settings.synchronous_mode = True
+        settings.fixed_delta_seconds = self._dt_s
+        world.apply_settings(settings)
+        got = world.get_settings()
+        if not got.synchronous_mode or got.fixed_delta_seconds is None or \
+                abs(got.fixed_delta_seconds - self._dt_s) > DELTA_REL_TOL * self._dt_s:
+            raise RateNotMultiple(-1, f"carla: the server runs synchronous={got.synchronous_mode}, "
+                                      f"fixed_delta_seconds={got.fixed_delta_seconds!r}; asked synchronous with "
+                                      f"{self._tick_us} us ticks")
+        try:
+            self._spawn(world)
+        except Exception as err:  # noqa: BLE001 - a spawn collision, an unknown blueprint
+            raise ParticipantError(-1, f"carla: {type(err).__name__}: {err}") from None
+        self._tick = 0
+        self._frame = world.tick(opts.timeout_ms / 1000.0)  # everything placed: tick 0
+        self._snapshot = world.get_snapshot()
+        self._origin_s = float(self._snapshot.timestamp.elapsed_seconds)
+        self._images.forget_before(self._frame)
+        self._tracker = ContactTracker()
+        self._digest = root_digest(self._scenario.source_bytes, seed)
+        self._observe()
+        return BackendInfo(tick_us=self._tick_us, scenario=self._scenario.name,
+                           scenario_sha256=self._scenario.source_sha256,
+                           duration_us=self._scenario.duration_us, version=self._version)
+
+    def _spawn(self, world: Any) -> None:
+        carla, opts = self._carla, self._options
+        library = world.get_blueprint_library()
+        start = self._scenario.ego.start
+        ground = self._ground_z(world, start.x_m, start.y_m)
+        bp = library.find(opts.vehicle)
+        if bp.has_attribute("role_name"):
+            bp.set_attribute("role_name", "hero")
+        ego = world.spawn_actor(bp, self._transform(start.x_m, start.y_m, ground + SPAWN_LIFT_M, start.yaw_rad))
+        self._spawned.append(ego)
+        self._ego = ego
+        world.tick(opts.timeout_ms / 1000.0)  # the wheels' positions are known once it is in the world
+        wheels = ego.get_physics_control().wheels
+        origin = ego.get_transform()
+        ox, oy, oyaw = from_carla_xy_yaw(origin.location.x, origin.location.y, origin.rotation.yaw)
+        # wheels: FL, FR, RL, RR, positions in centimetres in the world
+        rx = (wheels[2].position.x + wheels[3].position.x) / 200.0
+        ry = -(wheels[2].position.y + wheels[3].position.y) / 200.0
+        self._axle_ahead_m = (ox - rx) * math.cos(oyaw) + (oy - ry) * math.sin(oyaw)
+        # the road under the rear wheels, and how far above it CARLA puts the actor's origin
+        road_z = (wheels[2].position.z + wheels[3].position.z) / 200.0 - float(wheels[2].radius) / 100.0
+        origin_height_m = float(origin.location.z) - road_z
+        self._max_steer_rad = math.radians(float(wheels[0].max_steer_angle))
+        c, s = math.cos(start.yaw_rad), math.sin(start.yaw_rad)
+        ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
+                                          ground + SPAWN_LIFT_M, start.yaw_rad))
+        speed = self._scenario.ego.start_speed_mps
+        ego.set_target_velocity(carla.Vector3D(speed * c, -speed * s, 0.0))
+        width, height = self._size
+        for camera in opts.cameras:
+            mount = CAMERAS[camera]
+            cam_bp = library.find("sensor.camera.rgb")
+            cam_bp.set_attribute("image_size_x", str(width))
+            cam_bp.set_attribute("image_size_y", str(height))
+            cam_bp.set_attribute("fov", repr(math.degrees(mount.hfov_rad)))
+            cam_bp.set_attribute("sensor_tick", "0.0")  # every tick: a frame is taken by its id
+            cam_bp.set_attribute("role_name", camera)  # how a CARLA tool (its ROS bridge, a recorder) names it
+            # the mount is relative to the rear axle on the ground; the actor's origin is
+            # axle_ahead_m ahead of it and origin_height_m above the road
+            where = carla.Transform(
+                carla.Location(x=mount.x_m - self._axle_ahead_m, y=-mount.y_m, z=mount.z_m - origin_height_m),
+                carla.Rotation(pitch=-math.degrees(mount.pitch_rad), yaw=-math.degrees(mount.yaw_rad), roll=0.0))
+            sensor = world.spawn_actor(cam_bp, where, attach_to=ego)
+            self._spawned.append(sensor)
+            self._sensors[camera] = sensor
+            sensor.listen(lambda image, name=camera: self._images.add(name, image))
+        for actor, replay in zip(self._scenario.actors, self._replays, strict=True):
+            x, y, yaw = replay.xyz_at(0)
+            actor_bp = library.find(WALKER_BLUEPRINT if actor.kind == "pedestrian" else opts.vehicle)
+            # a vehicle's origin is on the road, a walker's halfway up its body
+            z = self._ground_z(world, x, y) + (0.5 * actor.height_m if actor.kind == "pedestrian" else 0.0)
+            spawned = world.spawn_actor(actor_bp, self._transform(x, y, z, yaw))
+            spawned.set_simulate_physics(False)
+            self._spawned.append(spawned)
+            self._actors.append(spawned)
+            self._actor_z.append(z)
+
+    def _ground_z(self, world: Any, x_m: float, y_m: float) -> float:
+        cx, cy, _ = to_carla_xy_yaw(x_m, y_m, 0.0)
+        waypoint = world.get_map().get_waypoint(self._carla.Location(x=cx, y=cy, z=0.0), project_to_road=True)
+        return float(waypoint.transform.location.z) if waypoint is not None else 0.0
+
+    def _transform(self, x_m: float, y_m: float, z_m: float, yaw_rad: float) -> Any:
+        carla = self._carla
+        cx, cy, cyaw = to_carla_xy_yaw(x_m, y_m, yaw_rad)
+        return carla.Transform(carla.Location(x=cx, y=cy, z=z_m), carla.Rotation(pitch=0.0, yaw=cyaw, roll=0.0))
+
+    # ---- time ---------------------------------------------------------------------------
+    def time_us(self) -> int:
+        return self._tick * self._tick_us
+
+    def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactEvent]:
+        """Hold the command for n_ticks ticks, checking CARLA's frame and clock after each.
+
+        Raises: TimeDrift: a tick moved CARLA by other than one frame of tick_us.
+        """
+        carla, opts, world = self._carla, self._options, self._world
+        steer = max(-1.0, min(1.0, steer_rad / self._max_steer_rad))
+        throttle = max(0.0, min(1.0, accel_mps2 / opts.max_accel_mps2))
+        brake = max(0.0, min(1.0, -accel_mps2 / opts.max_brake_mps2))
+        self._steer_cmd, self._accel_cmd = steer * self._max_steer_rad, accel_mps2
+        self._ego.apply_control(carla.VehicleControl(throttle=throttle, steer=-steer, brake=brake))
+        contacts: list[ContactEvent] = []
+        for _ in range(n_ticks):
+            t_next = (self._tick + 1) * self._tick_us
+            for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
+                x, y, yaw = replay.xyz_at(t_next)
+                spawned.set_transform(self._transform(x, y, z, yaw))
+            frame = world.tick(opts.timeout_ms / 1000.0)
+            self._check_tick(frame)
+            self._tick += 1
+            self._frame = frame
+            self._images.forget_before(frame)
+            contacts += self._observe()
+        return contacts
+
+    def _check_tick(self, frame: int) -> None:
+        t_us = (self._tick + 1) * self._tick_us
+        if frame != self._frame + 1:
+            raise TimeDrift(-1, f"carla: the tick to t_us={t_us} went from frame {self._frame} to {frame}: another "
+                                "client advances the world; the bridge must be the only one that ticks it")
+        snapshot = self._world.get_snapshot()
+        stamp = snapshot.timestamp
+        if snapshot.frame != frame:
+            raise TimeDrift(-1, f"carla: frame {frame} ticked, but the world's snapshot is of frame {snapshot.frame}")
+        if abs(stamp.delta_seconds - self._dt_s) > DELTA_REL_TOL * self._dt_s:
+            raise TimeDrift(-1, f"carla: frame {frame} (t_us={t_us}) lasted {stamp.delta_seconds * 1e6:.3f} us, "
+                                f"not the {self._tick_us} us tick")
+        elapsed_us = (float(stamp.elapsed_seconds) - self._origin_s) * 1e6
+        if abs(elapsed_us - t_us) > ELAPSED_TOL_US + ELAPSED_REL_TOL * t_us:
+            raise TimeDrift(-1, f"carla: frame {frame} is at {elapsed_us:.3f} us from the run's origin, "
+                                f"not at t_us={t_us}")
+        self._snapshot = snapshot
+
+    # ---- observation --------------------------------------------------------------------
+    def _ego_now(self) -> tuple[float, float, float, float, float, float, float]:
+        """(x, y, yaw, vx, vy, speed, accel) of the rear axle in the map frame, from the
+        snapshot of the current tick."""
+        ego = self._snapshot.find(self._ego.id)
+        t = ego.get_transform()
+        ox, oy, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
+        c, s = math.cos(yaw), math.sin(yaw)
+        v, a = ego.get_velocity(), ego.get_acceleration()
+        vx, vy = float(v.x), -float(v.y)
+        return (ox - self._axle_ahead_m * c, oy - self._axle_ahead_m * s, yaw, vx, vy,
+                vx * c + vy * s, float(a.x) * c - float(a.y) * s)
+
+    def _actor_poses(self) -> list[tuple[float, float, float]]:
+        out = []
+        for spawned in self._actors:
+            t = self._snapshot.find(spawned.id).get_transform()
+            out.append(from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw))
+        return out
+
+    def _observe(self) -> list[ContactEvent]:
+        """Contacts that started at this tick, and the world digest chained over it."""
+        x, y, yaw, vx, vy, speed, _ = self._ego_now()
+        t_us = self.time_us()
+        poses = self._actor_poses()
+        box = self._ego.bounding_box
+        c, s = math.cos(yaw), math.sin(yaw)
+        centre = self._axle_ahead_m + float(box.location.x)
+        ego = Body(EGO_ID, Box(x + centre * c, y + centre * s, yaw, 2.0 * float(box.extent.x),
+                               2.0 * float(box.extent.y)), vx, vy)
+        others = [Body(a.id, Box(px, py, pyaw, a.length_m, a.width_m), *r.velocity_at(t_us))
+                  for a, r, (px, py, pyaw) in zip(self._scenario.actors, self._replays, poses, strict=True)]
+        events = self._tracker.update(self._tick, t_us, ego, others)
+        payload = _STEP.pack(self._tick, t_us, x, y, yaw, speed, self._steer_cmd, self._accel_cmd)
+        payload += struct.pack(f">{3 * len(poses)}d", *[v for p in poses for v in p])
+        self._digest = hashlib.sha256(self._digest + payload).digest()
+        return events
+
+    def state(self, step: int) -> VehicleState:
+        x, y, yaw, _, _, speed, accel = self._ego_now()
+        return VehicleState(step=step, t_us=self.time_us(), pose=Pose2D(x, y, yaw), speed_mps=speed,
+                            steer_rad=self._steer_cmd, accel_mps2=accel)
+
+    def render(self, camera: str, t_us: int, rig_offset: tuple[float, float]) -> RenderedFrame:
+        """The image of the frame ticked for t_us (the current time), awaited by its id.
+
+        Raises: StaleFrame: t_us is not the current time; MissingFrame: no such image came
+            within timeout_ms; ValueError: a camera not spawned.
+        """
+        if camera not in self._sensors:
+            raise ValueError(f"camera {camera!r} was not spawned; spawned: {', '.join(self._sensors)}")
+        if t_us != self.time_us():
+            when = "not reached" if t_us > self.time_us() else "already passed"
+            raise StaleFrame(-1, f"render of {camera!r} at t_us={t_us} refused: {when}; the world is at "
+                                 f"t_us={self.time_us()}")
+        image = self._images.wait(camera, self._frame, self._options.timeout_ms / 1000.0)
+        if image is None:
+            raise MissingFrame(-1, f"carla: no image of camera {camera!r} for frame {self._frame} (t_us={t_us}) "
+                                   f"within {self._options.timeout_ms} ms")
+        width, height = self._size
+        if (int(image.width), int(image.height)) != (width, height):
+            raise MissingFrame(-1, f"carla: camera {camera!r} sent a {image.width}x{image.height} image, "
+                                   f"not {width}x{height}")
+        mount = CAMERAS[camera]
+        t = image.transform  # where CARLA rendered from: the ego pose it implies
+        cx, cy, cyaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
+        yaw = cyaw - mount.yaw_rad
+        c, s = math.cos(yaw), math.sin(yaw)
+        x = cx - (mount.x_m * c - mount.y_m * s)
+        y = cy - (mount.x_m * s + mount.y_m * c)
+        offset_m, offset_deg = float(rig_offset[0]), float(rig_offset[1])
+        x, y = x + offset_m * c, y + offset_m * s
+        yaw = math.atan2(math.sin(yaw + math.radians(offset_deg)), math.cos(yaw + math.radians(offset_deg)))
+        bgra = np.frombuffer(image.raw_data, dtype=np.uint8).reshape(height, width, 4)
+        pixels = np.ascontiguousarray(bgra[:, :, 2::-1])
+        pixels.setflags(write=False)
+        return RenderedFrame(FrameStamp(camera, t_us, Pose2D(x, y, yaw)), pixels=pixels)
+
+    def yaw_rate_radps(self) -> float:
+        w = self._snapshot.find(self._ego.id).get_angular_velocity()
+        return -math.radians(float(w.z))  # degrees/s about CARLA's z, clockwise
+
+    def intrinsics(self, camera: str) -> CameraIntrinsics:
+        return intrinsics(CAMERAS[camera], *self._size)  # CARLA's pinhole at the fov it was given
+
+    def extrinsics(self, camera: str) -> CameraExtrinsics:
+        return extrinsics(CAMERAS[camera])
+
+    def ground_truth(self) -> GroundTruth:
+        """The scripted actors where CARLA has them now, with their replays' velocities."""
+        t_us = self.time_us()
+        actors = tuple(
+            ActorTruth(a.id, a.kind, Pose2D(*pose), *r.velocity_at(t_us), a.length_m, a.width_m, a.height_m, a.color)
+            for a, r, pose in zip(self._scenario.actors, self._replays, self._actor_poses(), strict=True))
+        return GroundTruth(t_us, actors, ())
+
+    def world_digest(self) -> str:
+        return self._digest.hex()
+
+    def perturb_ego(self, dx_m: float) -> None:
+        """Shift the ego along its heading: CARLA moves it at the next tick, so the state of
+        this step does not show it yet (fault injection only)."""
+        t = self._ego.get_transform()
+        _, _, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
+        t.location.x += dx_m * math.cos(yaw)
+        t.location.y -= dx_m * math.sin(yaw)
+        self._ego.set_transform(t)
+
+    # ---- teardown -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Destroy what the run spawned and give the world back its settings (a server left
+        synchronous waits for a tick no one sends). Errors are ignored: the server may be gone."""
+        for sensor in self._sensors.values():
+            _quietly(sensor.stop)
+        for spawned in reversed(self._spawned):
+            _quietly(spawned.destroy)
+        if self._world is not None and self._saved_settings is not None:
+            _quietly(lambda: self._world.apply_settings(self._saved_settings))
+        self._sensors, self._spawned, self._actors, self._actor_z, self._ego = {}, [], [], [], None
+        self._world = self._saved_settings = None
+
+
+def _quietly(call: Any) -> None:
+    with contextlib.suppress(Exception):  # teardown: the server may already be gone
+        call()
+
+
+def carla_cameras(cameras: Sequence[str]) -> tuple[str, ...]:
+    """The cameras to spawn, those the bridge renders, in its order."""
+    return tuple(c for c in cameras if c in CAMERAS)

@@ -1,0 +1,288 @@
+"""The carla backend against the CARLA test double (test/carla_double: no CARLA server can
+run here). What is tested is the backend's side of the contract: the world is made
+synchronous with the bridge's tick and given back as it was, one frame a tick, CARLA's
+clock held to k * tick_us, a frame taken by its id, the pose read from where CARLA
+rendered, the map frame mirrored from CARLA's, and each failure refused by name."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from simforge_ros.backends import make_backend
+from simforge_ros.backends.base import BackendUnavailable
+from simforge_ros.backends.carla_backend import (
+    CarlaBackend,
+    CarlaOptions,
+    _Images,
+    from_carla_xy_yaw,
+    to_carla_xy_yaw,
+)
+from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+from simforge_ros.core.errors import MissingFrame, ParticipantError, RateNotMultiple, StaleFrame, TimeDrift
+from simforge_ros.core.lockstep import StepRequest
+from simforge_ros.core.values import Action
+from simforge_ros.engine import CAMERAS, load_scenario
+from simforge_ros.engine.paths import PathReplay
+from simforge_ros.engine.scenario import ScenarioError
+
+DOUBLE = Path(__file__).resolve().parents[1] / "carla_double"
+TICK_US = 20_000
+
+
+@pytest.fixture
+def carla(monkeypatch) -> Iterator[Any]:
+    """A fresh double (its world is module state, as a server's is)."""
+    monkeypatch.syspath_prepend(str(DOUBLE))
+    monkeypatch.delenv("CARLA_DOUBLE_FAULTS", raising=False)
+    sys.modules.pop("carla", None)
+    import carla as module
+
+    yield module
+    sys.modules.pop("carla", None)
+
+
+def backend(cameras: tuple[str, ...] = ("chase", "front"), tick_us: int = TICK_US, **options: Any) -> CarlaBackend:
+    return CarlaBackend("right_turn", tick_us, 64, 48, CarlaOptions(cameras=cameras, **options))
+
+
+def test_coordinates_are_carlas_mirrored_as_the_carla_ros_bridge_gives_them():
+    assert to_carla_xy_yaw(3.0, 2.0, math.pi / 2) == (3.0, -2.0, -90.0)
+    x, y, yaw = from_carla_xy_yaw(3.0, -2.0, -90.0)
+    assert (x, y) == (3.0, 2.0) and yaw == pytest.approx(math.pi / 2)
+    assert from_carla_xy_yaw(0.0, 0.0, 270.0)[2] == pytest.approx(math.pi / 2)  # wrapped into (-pi, pi]
+
+
+def test_load_makes_the_world_synchronous_with_the_bridges_tick_and_close_gives_it_back(carla):
+    b = backend()
+    world = carla.Client().get_world()
+    before = world.get_settings()
+    assert not before.synchronous_mode
+    info = b.load(seed=3)
+    settings = world.get_settings()
+    assert settings.synchronous_mode and settings.fixed_delta_seconds == TICK_US / 1e6
+    assert info.tick_us == TICK_US and info.scenario == "right_turn" and info.version.startswith("carla 0.10.0")
+    spawned = world.get_actors()
+    # the ego, its two cameras (named by role, as CARLA's tools name sensors), the four actors
+    assert sorted(a.type_id for a in spawned).count("sensor.camera.rgb") == 2
+    assert {a.attributes["role_name"] for a in spawned if a.type_id == "sensor.camera.rgb"} == {"chase", "front"}
+    assert len(spawned) == 1 + 2 + len(load_scenario("right_turn").actors)
+    b.close()
+    assert world.get_actors() == []
+    assert not world.get_settings().synchronous_mode  # a server left synchronous would wait forever
+
+
+def test_the_ego_starts_where_the_scenario_puts_its_rear_axle(carla):
+    b = backend()
+    b.load(0)
+    start = load_scenario("right_turn").ego.start
+    state = b.state(0)
+    assert (state.step, state.t_us) == (0, 0)
+    assert state.pose.x_m == pytest.approx(start.x_m, abs=1e-9) and state.pose.y_m == pytest.approx(start.y_m)
+    assert state.pose.yaw_rad == pytest.approx(start.yaw_rad, abs=1e-12)
+    assert state.speed_mps == pytest.approx(load_scenario("right_turn").ego.start_speed_mps)
+
+
+def test_advance_ticks_the_world_once_a_tick_and_its_time_is_whole_ticks(carla):
+    b = backend()
+    b.load(0)
+    world = carla.Client().get_world()
+    frame0 = world.get_snapshot().frame
+    b.advance(0.0, 0.0, 5)
+    assert world.get_snapshot().frame == frame0 + 5
+    assert b.time_us() == 5 * TICK_US
+    b.advance(0.0, 0.0, 3)
+    assert b.time_us() == 8 * TICK_US
+
+
+def test_a_left_steer_turns_the_ego_left_in_the_map_frame(carla):
+    """CARLA's steer > 0 turns right (its yaw grows clockwise): the backend sends the map
+    frame's left-positive steer mirrored."""
+    b = backend()
+    b.load(0)
+    b.advance(0.1, 0.0, 25)
+    left = b.state(1)
+    assert left.pose.yaw_rad > 0.05 and left.pose.y_m > load_scenario("right_turn").ego.start.y_m
+    assert left.steer_rad == pytest.approx(0.1) and b.yaw_rate_radps() > 0.0
+
+
+def test_frames_are_the_images_of_their_tick_posed_where_carla_rendered(carla):
+    b = backend(cameras=("chase", "front", "left"))
+    b.load(0)
+    for k in range(1, 4):
+        b.advance(0.05, 1.0, 5)
+        state = b.state(k)
+        for camera in ("chase", "front", "left"):
+            frame = b.render(camera, b.time_us(), (0.0, 0.0))
+            assert frame.stamp.camera == camera and frame.stamp.t_us == k * 5 * TICK_US
+            pose = frame.stamp.pose  # the ego pose the camera's transform implies
+            assert pose.x_m == pytest.approx(state.pose.x_m, abs=1e-9)
+            assert pose.y_m == pytest.approx(state.pose.y_m, abs=1e-9)
+            assert pose.yaw_rad == pytest.approx(state.pose.yaw_rad, abs=1e-12)
+            assert frame.pixels.shape == (48, 64, 3) and not frame.pixels.flags.writeable
+
+
+def test_a_frame_is_taken_by_its_frame_id_not_as_the_latest_image():
+    images = _Images()
+    for frame in (7, 5, 6):  # CARLA's sensor threads deliver in any order
+        images.add("front", SimpleNamespace(frame=frame))
+    assert images.wait("front", 6, 0.01).frame == 6
+    assert images.wait("front", 6, 0.01) is None  # taken once
+    images.forget_before(7)
+    assert images.wait("front", 5, 0.01) is None
+    images.add("front", SimpleNamespace(frame=4))  # late, for a frame already passed: dropped
+    assert images.wait("front", 4, 0.01) is None
+    assert images.wait("front", 7, 0.01).frame == 7
+
+
+def test_ground_truth_is_the_scripted_actors_where_carla_has_them(carla):
+    b = backend()
+    b.load(0)
+    b.advance(0.0, 0.0, 50)
+    truth = b.ground_truth()
+    scenario = load_scenario("right_turn")
+    assert truth.t_us == 50 * TICK_US and truth.signals == ()
+    for actor, seen in zip(scenario.actors, truth.actors, strict=True):
+        x, y, yaw = PathReplay(actor.path).xyz_at(truth.t_us)
+        assert seen.id == actor.id
+        assert (seen.pose.x_m, seen.pose.y_m) == pytest.approx((x, y), abs=1e-9)
+        assert seen.pose.yaw_rad == pytest.approx(yaw, abs=1e-9)
+
+
+def test_the_same_commands_on_a_deterministic_server_give_the_same_world_digest(carla):
+    def run(seed: int) -> tuple[str, str, Any]:
+        b = backend()
+        b.load(seed)
+        at_load = b.world_digest()
+        for k in range(10):
+            b.advance(0.02 * k, 0.5, 5)
+        out = (at_load, b.world_digest(), b.state(10))
+        b.close()
+        return out
+
+    first, again, other = run(7), run(7), run(8)
+    assert first == again
+    assert other[0] != first[0]  # the seed is in the chain's root
+
+
+def test_a_thousand_ten_ms_ticks_in_single_precision_are_no_drift(carla):
+    """CARLA hands the engine its delta in single precision (0.01 s becomes 0.0099999998):
+    the clock check allows for that, not for a wrong period."""
+    b = backend(cameras=(), tick_us=10_000)
+    b.load(0)
+    b.advance(0.0, 0.0, 20_000)
+    assert b.time_us() == 200_000_000
+
+
+def test_a_server_ticking_another_period_is_refused_time_drift_at_the_first_tick(carla, monkeypatch):
+    """The article's 0.0999 s typed for 0.1 s: refused at once, not a hundred steps later."""
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "delta_s=0.0999")
+    b = backend(tick_us=100_000)
+    b.load(0)
+    with pytest.raises(TimeDrift) as err:
+        b.advance(0.0, 0.0, 1)
+    assert "lasted 99900.000 us, not the 100000 us tick" in err.value.detail
+
+
+def test_another_client_ticking_the_world_is_refused_time_drift(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "extra_tick@9")  # tick 0 is frame 2; 7 ticks later
+    b = backend()
+    b.load(0)
+    b.advance(0.0, 0.0, 6)
+    with pytest.raises(TimeDrift) as err:
+        b.advance(0.0, 0.0, 1)
+    assert "another client advances the world" in err.value.detail and f"t_us={7 * TICK_US}" in err.value.detail
+
+
+def test_a_server_that_stays_asynchronous_is_refused_at_load(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "no_sync")
+    with pytest.raises(RateNotMultiple) as err:
+        backend().load(0)
+    assert "synchronous=False" in err.value.detail
+
+
+def test_no_server_is_a_participant_error_naming_where_it_was_looked_for(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "down")
+    with pytest.raises(ParticipantError) as err:
+        backend(host="sim-host", port=2010, timeout_ms=1500).load(0)
+    assert "no server answered at sim-host:2010 within 1500 ms" in err.value.detail
+
+
+def test_an_image_that_never_comes_is_a_missing_frame_named_by_camera_and_frame(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "drop_image=front@12")  # tick 10
+    b = backend(timeout_ms=300)
+    b.load(0)
+    b.advance(0.0, 0.0, 5)
+    b.render("front", b.time_us(), (0.0, 0.0))
+    b.advance(0.0, 0.0, 5)
+    assert b.render("chase", b.time_us(), (0.0, 0.0)).stamp.t_us == 10 * TICK_US
+    with pytest.raises(MissingFrame) as err:
+        b.render("front", b.time_us(), (0.0, 0.0))
+    assert "no image of camera 'front'" in err.value.detail and "within 300 ms" in err.value.detail
+
+
+def test_a_render_for_another_time_is_a_stale_frame(carla):
+    b = backend()
+    b.load(0)
+    b.advance(0.0, 0.0, 5)
+    with pytest.raises(StaleFrame, match="not reached"):
+        b.render("front", 10 * TICK_US, (0.0, 0.0))
+    with pytest.raises(StaleFrame, match="already passed"):
+        b.render("front", 0, (0.0, 0.0))
+
+
+def test_a_camera_rig_off_shows_in_the_frames_pose(carla, monkeypatch):
+    """pose_tolerance's input: a rig 2 cm out gives a frame pose 2 cm from the state."""
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "rig_error_m=0.02")
+    b = backend()
+    b.load(0)
+    b.advance(0.0, 0.0, 5)
+    pose, state = b.render("front", b.time_us(), (0.0, 0.0)).stamp.pose, b.state(1).pose
+    assert math.hypot(pose.x_m - state.x_m, pose.y_m - state.y_m) == pytest.approx(0.02, abs=1e-9)
+
+
+def test_the_bridge_core_refuses_a_backends_refusal_at_the_step_it_happened(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "delta_s=0.05")  # asked 0.02
+    core = BridgeCore(backend(), BridgeConfig(("front",), None))
+    core.step(StepRequest(0, 0, 100_000, 0, True, Action(0, 0, 0, 0.0, 0.0)))
+    with pytest.raises(TimeDrift) as err:
+        core.step(StepRequest(1, 100_000, 100_000, 0, False, Action(1, 0, 0, 0.0, 0.0)))
+    assert err.value.step == 1
+
+
+def test_scenarios_the_backend_cannot_drive_are_refused_naming_the_field(carla):
+    with pytest.raises(ScenarioError, match="signals"):
+        CarlaBackend("red_signal", TICK_US)
+    with pytest.raises(ScenarioError, match="handover"):
+        CarlaBackend("handover_parked", TICK_US)
+
+
+def test_without_the_carla_module_the_backend_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "carla", None)  # import carla raises ImportError
+    values = {"scenario": "right_turn", "width": 64, "height": 48, "carla_host": "localhost", "carla_port": 2000,
+              "carla_timeout_ms": 1000, "carla_town": "", "carla_vehicle": "vehicle.lincoln.mkz",
+              "cameras": ["front"]}
+    with pytest.raises(BackendUnavailable, match=r"CARLA 0\.10 Python API"):
+        make_backend("carla", values, TICK_US)
+
+
+def test_cameras_are_mounted_where_the_extrinsics_say(carla):
+    """/tf_static publishes the engine's mounts: the camera CARLA renders from is there."""
+    b = backend(cameras=("left",))
+    b.load(0)
+    sensor = next(a for a in carla.Client().get_world().get_actors() if a.type_id == "sensor.camera.rgb")
+    t = sensor.get_transform()
+    x, y, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
+    state, mount = b.state(0).pose, CAMERAS["left"]
+    c, s = math.cos(state.yaw_rad), math.sin(state.yaw_rad)
+    assert x == pytest.approx(state.x_m + mount.x_m * c - mount.y_m * s, abs=1e-9)
+    assert y == pytest.approx(state.y_m + mount.x_m * s + mount.y_m * c, abs=1e-9)
+    assert yaw == pytest.approx(state.yaw_rad + mount.yaw_rad, abs=1e-9)
+    assert float(sensor.attributes["fov"]) == pytest.approx(math.degrees(mount.hfov_rad))
+    assert b.intrinsics("left").fx == pytest.approx(32 / math.tan(mount.hfov_rad / 2))

@@ -1,0 +1,101 @@
+"""Lockstep runs with sim_bridge.backend=carla, against the CARLA test double
+(test/carla_double: no CARLA server can run here). Real nodes, DDS, recorder and bag; only
+the server is a double. The runs count, repeat bit for bit on a server that does, and each
+failure of the server's side is refused by name at the step it happened."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from runs import lockstep, manifest_of, simforge, steps_of
+
+from simforge_ros.record.verify import verify_run
+
+pytestmark = pytest.mark.ros
+
+DOUBLE = Path(__file__).resolve().parents[1] / "carla_double"
+CARLA = {"sim_bridge": {"backend": "carla", "carla_timeout_ms": 2000}}
+
+
+@pytest.fixture
+def carla_double(monkeypatch) -> Iterator[None]:
+    """The double importable as ``carla``: in this process (the single layout's bridge) and
+    in the node processes the runner starts (they inherit PYTHONPATH)."""
+    monkeypatch.syspath_prepend(str(DOUBLE))
+    monkeypatch.setenv("PYTHONPATH", str(DOUBLE))
+    monkeypatch.delenv("CARLA_DOUBLE_FAULTS", raising=False)
+    sys.modules.pop("carla", None)
+    yield
+    sys.modules.pop("carla", None)
+
+
+def carla_run(tmp_path: Path, steps: int, layout: str, **kwargs: Any) -> Any:
+    return lockstep(tmp_path, steps=steps, layout=layout, sets=CARLA, **kwargs)
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_a_carla_run_counts_records_its_frames_and_repeats(tmp_path, layout, carla_double):
+    first = carla_run(tmp_path, 30, layout)
+    again = carla_run(tmp_path, 30, layout)
+    assert first.status == again.status == "counted", (first.refusal, again.refusal)
+    assert first.exit_code == 0 and first.steps == 30
+    assert (first.chain_digest, first.frames_digest) == (again.chain_digest, again.frames_digest)
+    steps = steps_of(first)
+    assert [s["t_us"] for s in steps] == [k * 100_000 for k in range(30)]
+    assert all(set(s["frames"]) == {"chase", "front"} for s in steps)
+    # the route follower drove it: the ego moved along the scenario's road
+    assert steps[-1]["state"]["pose"]["x_m"] > steps[0]["state"]["pose"]["x_m"] + 10.0
+    backend = manifest_of(first)["nodes"]["sim_bridge/backend"]["params"]
+    assert backend["engine_version"].startswith("carla 0.10.0") and backend["tick_us"] == 20_000
+    assert verify_run(Path(first.run_dir)).ok
+
+
+def test_the_same_scenario_on_carla_and_on_the_engine_differs_and_says_where(tmp_path, carla_double):
+    """Two simulators, two chains: nothing in the record passes one off as the other."""
+    carla = carla_run(tmp_path, 10, "single")
+    engine = lockstep(tmp_path, steps=10, layout="single")
+    assert carla.status == engine.status == "counted"
+    assert carla.chain_digest != engine.chain_digest
+
+
+@pytest.mark.parametrize(("faults", "code", "step", "exit_code", "detail"), [
+    # the 0.0999 s typed for a 0.1 s tick: refused at the first tick, not at step 101
+    ("delta_s=0.0199", "time_drift", 1, 10, "not the 20000 us tick"),
+    ("extra_tick@23", "time_drift", 5, 10, "another client advances the world"),  # step 5 ends at F = 27
+    ("drop_image=front@17", "missing_frame", 3, 12, "no image of camera 'front'"),  # step 3 is F = 2 + 15
+    ("rig_error_m=0.02", "pose_tolerance", 0, 14, ""),
+    ("down", "participant_error", 0, 18, "no server answered at localhost:2000"),
+])
+def test_a_carla_failure_is_refused_by_name_at_its_step_and_keeps_the_record(
+        tmp_path, carla_double, monkeypatch, faults, code, step, exit_code, detail):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", faults)
+    result = carla_run(tmp_path, 12, "single")
+    assert result.status == "refused"
+    assert (result.refusal["code"], result.refusal["step"], result.exit_code) == (code, step, exit_code)
+    assert detail in result.refusal["detail"]
+    manifest = manifest_of(result)
+    assert manifest["refusal"]["code"] == code
+    assert len(steps_of(result)) == manifest["steps"]  # what was recorded before it is kept
+
+
+def test_the_cli_names_a_scenario_carla_cannot_drive(tmp_path, carla_double):
+    out = simforge("run", "red_signal", "--set", "sim_bridge.backend=carla", "--steps", "3",
+                   "--out", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "sim_bridge: scenario: expected a scenario the carla backend can load" in out.stderr
+    assert "signals: expected none: the carla backend drives no signals yet" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_the_cli_says_what_to_install_without_the_carla_module(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    out = simforge("run", "right_turn", "--set", "sim_bridge.backend=carla", "--steps", "3",
+                   "--out", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "sim_bridge: backend: expected a backend whose simulator API is installed" in out.stderr
+    assert "CARLA 0.10 Python API" in out.stderr
+    assert "Traceback" not in out.stderr
