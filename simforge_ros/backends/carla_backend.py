@@ -16,8 +16,9 @@ master's ``pose_tolerance`` guard compares where CARLA rendered from with the st
 Coordinates: CARLA's world is left-handed (x forward, y right, z up; yaw in degrees,
 clockwise seen from above). The map frame here is its mirror, as the CARLA ROS bridge
 gives it: (x, -y, -yaw). A scenario for CARLA is written in that frame, in its town's
-coordinates. The ego pose is the rear axle on the ground, as with the embedded engine; the
-offset to CARLA's actor origin is read from the vehicle's wheels at load.
+coordinates. The ego pose is the rear axle on the ground, as with the embedded engine,
+placed on CARLA's vehicle by the scenario's own ego geometry (CARLA 0.10 reports no wheel
+positions).
 
 Scripted actors are spawned with physics off and put on their replayed box-centre pose
 before every tick. Contacts are found by the embedded engine's box test on the poses
@@ -72,7 +73,8 @@ DELTA_REL_TOL = 1e-6
 # deltas' accumulation (1e-7 of the time: 2.2 us over 100 000 ticks of 10 ms would be 2e-8).
 ELAPSED_TOL_US = 1.0
 ELAPSED_REL_TOL = 1e-7
-SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road and settles in one tick
+SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road (CARLA refuses a spawn into it)
+SETTLE_US = 1_000_000  # and left that long, braked, to come to rest on its wheels before tick 0
 WALKER_BLUEPRINT = "walker.pedestrian.0001"  # a scripted vehicle takes the ego's (CarlaOptions.vehicle)
 _STEP = struct.Struct(">qq6d")
 
@@ -245,21 +247,25 @@ class CarlaBackend:
         ego = world.spawn_actor(bp, self._transform(start.x_m, start.y_m, ground + SPAWN_LIFT_M, start.yaw_rad))
         self._spawned.append(ego)
         self._ego = ego
-        world.tick(opts.timeout_ms / 1000.0)  # the wheels' positions are known once it is in the world
-        wheels = ego.get_physics_control().wheels
-        origin = ego.get_transform()
-        ox, oy, oyaw = from_carla_xy_yaw(origin.location.x, origin.location.y, origin.rotation.yaw)
-        # wheels: FL, FR, RL, RR, positions in centimetres in the world
-        rx = (wheels[2].position.x + wheels[3].position.x) / 200.0
-        ry = -(wheels[2].position.y + wheels[3].position.y) / 200.0
-        self._axle_ahead_m = (ox - rx) * math.cos(oyaw) + (oy - ry) * math.sin(oyaw)
-        # the road under the rear wheels, and how far above it CARLA puts the actor's origin
-        road_z = (wheels[2].position.z + wheels[3].position.z) / 200.0 - float(wheels[2].radius) / 100.0
-        origin_height_m = float(origin.location.z) - road_z
-        self._max_steer_rad = math.radians(float(wheels[0].max_steer_angle))
+        # Where the rear axle is: CARLA 0.10 reports every wheel at (0, 0, 0) (carla#8746),
+        # so it is placed as the scenario's ego is built, box_offset_m (half its length less
+        # its rear overhang) behind the centre of CARLA's bounding box. A scenario for a
+        # blueprint gives its length and overhang (docs/scenarios.md, ego.vehicle).
+        box = ego.bounding_box
+        self._axle_ahead_m = self._scenario.ego.vehicle.box_offset_m - float(box.location.x)
+        origin_height_m = float(box.extent.z) - float(box.location.z)  # the origin above the box's bottom
+        self._max_steer_rad = math.radians(float(ego.get_physics_control().wheels[0].max_steer_angle))
         c, s = math.cos(start.yaw_rad), math.sin(start.yaw_rad)
         ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
                                           ground + SPAWN_LIFT_M, start.yaw_rad))
+        # spawned above the road, it comes to rest on its wheels, braked, before tick 0
+        ego.apply_control(carla.VehicleControl(throttle=0.0, steer=0.0, brake=1.0, hand_brake=True))
+        for _ in range(-(-SETTLE_US // self._tick_us)):
+            world.tick(opts.timeout_ms / 1000.0)
+        rest = ego.get_transform()  # its height on the road; x, y and yaw set once more from the scenario
+        ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
+                                          float(rest.location.z), start.yaw_rad))
+        ego.apply_control(carla.VehicleControl(throttle=0.0, steer=0.0, brake=0.0))
         speed = self._scenario.ego.start_speed_mps
         ego.set_target_velocity(carla.Vector3D(speed * c, -speed * s, 0.0))
         width, height = self._size
@@ -280,9 +286,11 @@ class CarlaBackend:
             self._spawned.append(sensor)
             self._sensors[camera] = sensor
             sensor.listen(lambda image, name=camera: self._images.add(name, image))
+        walkers = sorted(b.id for b in library.filter("walker.pedestrian.*"))
+        walker = WALKER_BLUEPRINT if WALKER_BLUEPRINT in walkers or not walkers else walkers[0]
         for actor, replay in zip(self._scenario.actors, self._replays, strict=True):
             x, y, yaw = replay.xyz_at(0)
-            actor_bp = library.find(WALKER_BLUEPRINT if actor.kind == "pedestrian" else opts.vehicle)
+            actor_bp = library.find(walker if actor.kind == "pedestrian" else opts.vehicle)
             # a vehicle's origin is on the road, a walker's halfway up its body
             z = self._ground_z(world, x, y) + (0.5 * actor.height_m if actor.kind == "pedestrian" else 0.0)
             spawned = world.spawn_actor(actor_bp, self._transform(x, y, z, yaw))
@@ -302,6 +310,11 @@ class CarlaBackend:
         return carla.Transform(carla.Location(x=cx, y=cy, z=z_m), carla.Rotation(pitch=0.0, yaw=cyaw, roll=0.0))
 
     # ---- time ---------------------------------------------------------------------------
+    @property
+    def frame(self) -> int:
+        """CARLA's frame id of the current tick (tick 0 is the frame load ended at)."""
+        return self._frame
+
     def time_us(self) -> int:
         return self._tick * self._tick_us
 
@@ -322,7 +335,11 @@ class CarlaBackend:
             for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
                 x, y, yaw = replay.xyz_at(t_next)
                 spawned.set_transform(self._transform(x, y, z, yaw))
-            frame = world.tick(opts.timeout_ms / 1000.0)
+            try:
+                frame = world.tick(opts.timeout_ms / 1000.0)
+            except RuntimeError as err:  # the client's time-out: the server is gone or hung
+                raise ParticipantError(-1, f"carla: the tick to t_us={t_next} got no answer within "
+                                           f"{opts.timeout_ms} ms ({err})") from None
             self._check_tick(frame)
             self._tick += 1
             self._frame = frame

@@ -89,6 +89,19 @@ def test_the_ego_starts_where_the_scenario_puts_its_rear_axle(carla):
     assert state.speed_mps == pytest.approx(load_scenario("right_turn").ego.start_speed_mps)
 
 
+def test_the_rear_axle_is_placed_as_the_scenarios_ego_is_built_on_carlas_box(carla):
+    """CARLA 0.10 reports no wheel positions: the actor's origin (the double's is the box
+    centre) goes box_offset_m ahead of the scenario's start, and rests on the road."""
+    b = backend()
+    b.load(0)
+    scenario = load_scenario("right_turn")
+    ego = next(a for a in carla.Client().get_world().get_actors() if a.attributes["role_name"] == "hero")
+    t = ego.get_transform()
+    start, offset = scenario.ego.start, scenario.ego.vehicle.box_offset_m
+    assert (t.location.x, t.location.y) == pytest.approx((start.x_m + offset, -start.y_m))
+    assert t.location.z == 0.0 and t.rotation.yaw == pytest.approx(-math.degrees(start.yaw_rad))
+
+
 def test_advance_ticks_the_world_once_a_tick_and_its_time_is_whole_ticks(carla):
     b = backend()
     b.load(0)
@@ -191,9 +204,9 @@ def test_a_server_ticking_another_period_is_refused_time_drift_at_the_first_tick
 
 
 def test_another_client_ticking_the_world_is_refused_time_drift(carla, monkeypatch):
-    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "extra_tick@9")  # tick 0 is frame 2; 7 ticks later
     b = backend()
     b.load(0)
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", f"extra_tick@{b.frame + 7}")  # another client ticks after tick 7
     b.advance(0.0, 0.0, 6)
     with pytest.raises(TimeDrift) as err:
         b.advance(0.0, 0.0, 1)
@@ -214,10 +227,20 @@ def test_no_server_is_a_participant_error_naming_where_it_was_looked_for(carla, 
     assert "no server answered at sim-host:2010 within 1500 ms" in err.value.detail
 
 
+def test_a_server_that_stops_answering_mid_run_is_a_participant_error_at_that_tick(carla, monkeypatch):
+    b = backend(timeout_ms=700)
+    b.load(0)
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", f"gone@{b.frame + 8}")  # no answer to tick 8
+    b.advance(0.0, 0.0, 5)
+    with pytest.raises(ParticipantError) as err:
+        b.advance(0.0, 0.0, 5)
+    assert f"the tick to t_us={8 * TICK_US} got no answer within 700 ms" in err.value.detail
+
+
 def test_an_image_that_never_comes_is_a_missing_frame_named_by_camera_and_frame(carla, monkeypatch):
-    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "drop_image=front@12")  # tick 10
     b = backend(timeout_ms=300)
     b.load(0)
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", f"drop_image=front@{b.frame + 10}")  # tick 10's
     b.advance(0.0, 0.0, 5)
     b.render("front", b.time_us(), (0.0, 0.0))
     b.advance(0.0, 0.0, 5)

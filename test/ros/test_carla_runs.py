@@ -62,11 +62,14 @@ def test_the_same_scenario_on_carla_and_on_the_engine_differs_and_says_where(tmp
     assert carla.chain_digest != engine.chain_digest
 
 
+# A fresh double's world is at frame 0; load ticks 1 s (50 ticks) for the ego to settle,
+# then tick 0 is frame 51, and step k (5 ticks a step) is frame 51 + 5 k.
 @pytest.mark.parametrize(("faults", "code", "step", "exit_code", "detail"), [
     # the 0.0999 s typed for a 0.1 s tick: refused at the first tick, not at step 101
     ("delta_s=0.0199", "time_drift", 1, 10, "not the 20000 us tick"),
-    ("extra_tick@23", "time_drift", 5, 10, "another client advances the world"),  # step 5 ends at F = 27
-    ("drop_image=front@17", "missing_frame", 3, 12, "no image of camera 'front'"),  # step 3 is F = 2 + 15
+    ("extra_tick@72", "time_drift", 5, 10, "another client advances the world"),  # step 5: frames 72-76
+    ("drop_image=front@66", "missing_frame", 3, 12, "no image of camera 'front'"),  # step 3's frame
+    ("gone@62", "participant_error", 3, 18, "got no answer"),  # the server stops during step 3's ticks
     ("rig_error_m=0.02", "pose_tolerance", 0, 14, ""),
     ("down", "participant_error", 0, 18, "no server answered at localhost:2000"),
 ])

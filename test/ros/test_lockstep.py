@@ -331,7 +331,7 @@ def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(t
     assert result.exit_code == 18
 
 
-_NO_BACKEND = "sim_bridge: backend: expected one of ['embedded'], got 'carla9'"
+_NO_BACKEND = "sim_bridge: backend: expected one of embedded, carla, got 'carla9'"
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,7 @@ def test_a_run_with_tf_records_the_ego_each_step_and_the_cameras_once(tmp_path, 
                    sets={"sim_bridge": {"tf": True, "cameras": cameras, "base_frame": "ego", "map_frame": "world"}})
     plain = lockstep(tmp_path, steps=20, layout=layout,
                      sets={"sim_bridge": {"camera_tf": False, "cameras": cameras}})
-    assert run.status == plain.status == "counted"
+    assert run.status == plain.status == "counted", (run.refusal, plain.refusal)
     assert (run.chain_digest, run.frames_digest) == (plain.chain_digest, plain.frames_digest)  # in no chain
     bag = Path(run.run_dir) / "bag"
     items = list(read_bag(bag))

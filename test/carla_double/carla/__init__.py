@@ -7,7 +7,7 @@ clock check, images awaited by frame id, coordinates, teardown) runs against som
 that behaves as the server is documented to:
 
 * the world is left-handed (x forward, y right, z up, yaw in degrees, clockwise from
-  above); wheel positions are world coordinates in centimetres;
+  above); wheels report no position, as CARLA 0.10's do (carla#8746);
 * ``world.tick()`` advances one frame of ``fixed_delta_seconds``, handed on in single
   precision as the engine does, and returns the frame id; ``apply_settings`` and
   ``set_transform`` take effect at the next tick;
@@ -21,9 +21,9 @@ Faults, for the refusal tests, from ``CARLA_DOUBLE_FAULTS`` (comma-separated):
 synchronous_mode), ``extra_tick@F`` (another client ticks the world once more at the F-th
 frame), ``drop_image=ROLE@F`` (the F-th frame's image of the camera with that role_name
 never comes), ``rig_error_m=M`` (cameras render from M metres further forward than asked),
-``down`` (no server answers). F counts the frames since settings were last applied, so the
-carla backend's tick 0 is F = 2 (one tick to place the ego, one once all is spawned) and
-step k, of n ticks a step, is F = 2 + k n.
+``down`` (no server answers), ``gone@F`` (the server stops answering from frame F's tick
+on). F is a frame id; a fresh double's world starts at frame 0 (a test reads the carla
+backend's ``frame`` after load to name the frame of a later step).
 """
 
 from __future__ import annotations
@@ -170,6 +170,13 @@ class ActorBlueprint:
 
 
 class BlueprintLibrary:
+    WALKERS = ("walker.pedestrian.0001", "walker.pedestrian.0002")
+
+    def filter(self, wildcard_pattern: str) -> list[ActorBlueprint]:
+        import fnmatch
+
+        return [ActorBlueprint(b) for b in self.WALKERS if fnmatch.fnmatch(b, wildcard_pattern)]
+
     def find(self, blueprint_id: str) -> ActorBlueprint:
         known = ("vehicle.", "walker.pedestrian.", "sensor.camera.rgb")
         if not blueprint_id.startswith(known):
@@ -178,8 +185,12 @@ class BlueprintLibrary:
 
 
 class WheelPhysicsControl:
-    def __init__(self, position: Vector3D, max_steer_angle: float) -> None:
-        self.position, self.max_steer_angle, self.radius = position, max_steer_angle, _WHEEL_RADIUS_CM
+    """As CARLA 0.10 reports it: ``location`` and ``offset`` always (0, 0, 0) (carla#8746),
+    ``wheel_radius`` in centimetres, ``max_steer_angle`` in degrees."""
+
+    def __init__(self, max_steer_angle: float) -> None:
+        self.location, self.offset = Vector3D(), Vector3D()
+        self.max_steer_angle, self.wheel_radius = max_steer_angle, _WHEEL_RADIUS_CM
 
 
 class VehiclePhysicsControl:
@@ -248,23 +259,13 @@ class Vehicle(Actor):
         self._velocity = Vector3D(velocity.x, velocity.y, 0.0)
 
     def get_physics_control(self) -> VehiclePhysicsControl:
-        t = self._transform
-        yaw = math.radians(t.rotation.yaw)
-        c, s = math.cos(yaw), math.sin(yaw)
-        wheels = []
-        for ahead, right, steer in ((_WHEELBASE_M - _AXLE_TO_ORIGIN_M, -0.8, _MAX_STEER_DEG),
-                                    (_WHEELBASE_M - _AXLE_TO_ORIGIN_M, 0.8, _MAX_STEER_DEG),
-                                    (-_AXLE_TO_ORIGIN_M, -0.8, 0.0), (-_AXLE_TO_ORIGIN_M, 0.8, 0.0)):
-            x = t.location.x + ahead * c - right * s
-            y = t.location.y + ahead * s + right * c
-            wheels.append(WheelPhysicsControl(Vector3D(100.0 * x, 100.0 * y, 100.0 * t.location.z + _WHEEL_RADIUS_CM),
-                                              steer))
-        return VehiclePhysicsControl(wheels)
+        return VehiclePhysicsControl([WheelPhysicsControl(a) for a in (_MAX_STEER_DEG, _MAX_STEER_DEG, 0.0, 0.0)])
 
     def _step(self, dt: float) -> None:
         """A kinematic bicycle on the rear axle (CARLA's steer > 0 turns right: yaw grows)."""
         control = self._control
-        accel = control.throttle * _MAX_ACCEL - control.brake * _MAX_BRAKE
+        brake = 1.0 if control.hand_brake else control.brake
+        accel = control.throttle * _MAX_ACCEL - brake * _MAX_BRAKE
         speed = max(0.0, self._speed + accel * dt)
         t = self._transform
         yaw = math.radians(t.rotation.yaw)
@@ -337,7 +338,6 @@ class World:
         self._settings = WorldSettings()
         self._pending_settings: WorldSettings | None = None
         self._frame = 0
-        self._settings_frame = 0  # the frame settings were last applied at (faults count from it)
         self._elapsed_s = 0.0
         self._last_delta_s = 0.0
         self._actors: dict[int, Actor] = {}
@@ -362,7 +362,6 @@ class World:
         if "no_sync" in _faults():
             new.synchronous_mode = False
         self._settings = new
-        self._settings_frame = self._frame
         return self._frame
 
     def get_blueprint_library(self) -> BlueprintLibrary:
@@ -389,9 +388,13 @@ class World:
         if not self._settings.synchronous_mode:
             raise RuntimeError("tick() in asynchronous mode")  # as the server answers
         faults = _faults()
+        gone = faults.get("gone")
+        if gone is not None and self._frame + 1 >= int(gone):
+            raise RuntimeError(f"time-out of {int(seconds * 1000)}ms while waiting for the simulator, make sure "
+                               "the simulator is ready and connected to localhost:2000")
         self._advance(faults)
         extra = faults.get("extra_tick")
-        if extra is not None and self._frame - self._settings_frame == int(extra):
+        if extra is not None and self._frame == int(extra):
             self._advance(faults)  # another client's tick
         return self._frame
 
@@ -411,7 +414,7 @@ class World:
         dropped = faults.get("drop_image")
         sensors = [a for a in self._actors.values() if isinstance(a, Sensor) and a.is_listening]
         for sensor in reversed(sensors):  # not in the order they were spawned
-            if dropped == f"{sensor.attributes['role_name']}@{self._frame - self._settings_frame}":
+            if dropped == f"{sensor.attributes['role_name']}@{self._frame}":
                 continue
             self._deliveries.put((sensor._callback, sensor._image(self._frame, self._elapsed_s, rig_error)))
 
