@@ -225,7 +225,7 @@ class CarlaBackend:
         except Exception as err:  # noqa: BLE001 - a spawn collision, an unknown blueprint
             raise ParticipantError(-1, f"carla: {type(err).__name__}: {err}") from None
         self._tick = 0
-        self._frame = world.tick(opts.timeout_ms / 1000.0)  # everything placed: tick 0
+        self._frame = self._tick_world(0)  # everything placed: tick 0
         self._snapshot = world.get_snapshot()
         self._origin_s = float(self._snapshot.timestamp.elapsed_seconds)
         self._images.forget_before(self._frame)
@@ -321,9 +321,10 @@ class CarlaBackend:
     def advance(self, steer_rad: float, accel_mps2: float, n_ticks: int) -> list[ContactEvent]:
         """Hold the command for n_ticks ticks, checking CARLA's frame and clock after each.
 
-        Raises: TimeDrift: a tick moved CARLA by other than one frame of tick_us.
+        Raises: TimeDrift: a tick moved CARLA by other than one frame of tick_us;
+            ParticipantError: a tick got no answer.
         """
-        carla, opts, world = self._carla, self._options, self._world
+        carla, opts = self._carla, self._options
         steer = max(-1.0, min(1.0, steer_rad / self._max_steer_rad))
         throttle = max(0.0, min(1.0, accel_mps2 / opts.max_accel_mps2))
         brake = max(0.0, min(1.0, -accel_mps2 / opts.max_brake_mps2))
@@ -335,17 +336,25 @@ class CarlaBackend:
             for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
                 x, y, yaw = replay.xyz_at(t_next)
                 spawned.set_transform(self._transform(x, y, z, yaw))
-            try:
-                frame = world.tick(opts.timeout_ms / 1000.0)
-            except RuntimeError as err:  # the client's time-out: the server is gone or hung
-                raise ParticipantError(-1, f"carla: the tick to t_us={t_next} got no answer within "
-                                           f"{opts.timeout_ms} ms ({err})") from None
+            frame = self._tick_world(t_next)
             self._check_tick(frame)
             self._tick += 1
             self._frame = frame
             self._images.forget_before(frame)
             contacts += self._observe()
         return contacts
+
+    def _tick_world(self, t_us: int) -> int:
+        """One world.tick(); its frame id.
+
+        Raises: ParticipantError: no answer within timeout_ms (the server is gone or hung).
+        """
+        timeout_ms = self._options.timeout_ms
+        try:
+            return int(self._world.tick(timeout_ms / 1000.0))
+        except RuntimeError as err:  # the client's time-out
+            raise ParticipantError(-1, f"carla: the tick to t_us={t_us} got no answer within {timeout_ms} ms "
+                                       f"({err})") from None
 
     def _check_tick(self, frame: int) -> None:
         t_us = (self._tick + 1) * self._tick_us
