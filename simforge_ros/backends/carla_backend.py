@@ -25,6 +25,12 @@ before every tick. Contacts are found by the embedded engine's box test on the p
 CARLA reports after each tick, not from CARLA's collision sensor: its events arrive
 asynchronously, and a step's contacts must not depend on when a message arrives.
 
+Each scenario signal drives the town's traffic light nearest it: every light is frozen
+(no light runs its own cycle), and each driven one is set to its signal's phase, on the
+integer-time phases the embedded engine uses. After every tick each must show its
+signal's state (``participant_error`` otherwise); ground truth and the world digest read
+what the lights show.
+
 No rclpy here. The ``carla`` module is imported when the backend is built: the CARLA
 package's own wheel, which is not on PyPI for this Python; the tests run against a test
 double of it (test/carla_double), since no CARLA server can run on the project's machine.
@@ -54,6 +60,7 @@ from simforge_ros.core.values import (
     FrameStamp,
     GroundTruth,
     Pose2D,
+    SignalTruth,
     VehicleState,
 )
 from simforge_ros.engine import CAMERA_NAMES, CAMERAS, EGO_ID, extrinsics, intrinsics, load_scenario
@@ -62,6 +69,7 @@ from simforge_ros.engine.digest import root_digest
 from simforge_ros.engine.geometry import Box
 from simforge_ros.engine.paths import PathReplay
 from simforge_ros.engine.scenario import ScenarioError
+from simforge_ros.engine.signals import STATE_CODES, signal_state
 
 BACKEND_VERSION = "carla-backend/1"
 
@@ -75,6 +83,9 @@ ELAPSED_TOL_US = 1.0
 ELAPSED_REL_TOL = 1e-7
 SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road (CARLA refuses a spawn into it)
 SETTLE_US = 1_000_000  # and left that long, braked, to come to rest on its wheels before tick 0
+# A scenario signal drives the town's traffic light nearest its position, within this.
+SIGNAL_MATCH_M = 10.0
+_LIGHT_STATES = {"red": "Red", "yellow": "Yellow", "green": "Green"}  # -> carla.TrafficLightState
 WALKER_BLUEPRINT = "walker.pedestrian.0001"  # a scripted vehicle takes the ego's (CarlaOptions.vehicle)
 _STEP = struct.Struct(">qq6d")
 
@@ -157,9 +168,6 @@ class CarlaBackend:
         """Raises: ScenarioError: the scenario cannot be found, or asks for what this
         backend does not drive; BackendUnavailable: no carla module."""
         self._scenario = load_scenario(scenario)
-        if self._scenario.signals:
-            raise ScenarioError(self._scenario.path, "signals", "none: the carla backend drives no signals yet",
-                                [s.id for s in self._scenario.signals])
         if self._scenario.handover is not None:
             raise ScenarioError(self._scenario.path, "handover", "none: the carla backend replays no ego path yet",
                                 "a handover")
@@ -174,6 +182,9 @@ class CarlaBackend:
         self._saved_settings: Any = None
         self._actors: list[Any] = []  # scripted, in the scenario's order
         self._actor_z: list[float] = []  # the height each was spawned at, kept
+        self._lights: list[Any] = []  # the traffic light each scenario signal drives, in its order
+        self._light_set: dict[int, str] = {}  # light id -> the state last set
+        self._froze_lights = False
         self._sensors: dict[str, Any] = {}
         self._spawned: list[Any] = []  # everything this run spawned, destroyed on close
         self._ego: Any = None
@@ -298,6 +309,58 @@ class CarlaBackend:
             self._spawned.append(spawned)
             self._actors.append(spawned)
             self._actor_z.append(z)
+        self._lights = self._match_lights(world)
+        if self._lights:
+            world.freeze_all_traffic_lights(True)  # no light runs its own cycle: the scenario's phases do
+            self._froze_lights = True
+            self._set_lights(0)
+
+    def _match_lights(self, world: Any) -> list[Any]:
+        """The town's traffic light nearest each scenario signal (within SIGNAL_MATCH_M).
+
+        Raises: ParticipantError: a signal with no light near it, or two sharing one.
+        """
+        if not self._scenario.signals:
+            return []
+        lights = list(world.get_actors().filter("traffic.traffic_light*"))
+        chosen: list[Any] = []
+        for signal in self._scenario.signals:
+            sx, sy, _ = to_carla_xy_yaw(signal.x_m, signal.y_m, 0.0)
+            near = sorted(((math.hypot(light.get_location().x - sx, light.get_location().y - sy), light.id, light)
+                           for light in lights), key=lambda item: (item[0], item[1]))
+            if not near or near[0][0] > SIGNAL_MATCH_M:
+                nearest = f"the nearest is {near[0][0]:.1f} m away" if near else "the town has none"
+                raise ParticipantError(-1, f"carla: no traffic light within {SIGNAL_MATCH_M:g} m of signal "
+                                           f"{signal.id!r} at ({signal.x_m:g}, {signal.y_m:g}); {nearest}")
+            light = near[0][2]
+            if any(light.id == other.id for other in chosen):
+                raise ParticipantError(-1, f"carla: signal {signal.id!r} and another signal are both nearest "
+                                           f"traffic light {light.id}")
+            chosen.append(light)
+        return chosen
+
+    def _set_lights(self, t_us: int) -> None:
+        """Set each light to its signal's state at t_us (shown from the next tick on)."""
+        for signal, light in zip(self._scenario.signals, self._lights, strict=True):
+            state = signal_state(signal, t_us)
+            if self._light_set.get(light.id) != state:
+                light.set_state(getattr(self._carla.TrafficLightState, _LIGHT_STATES[state]))
+                self._light_set[light.id] = state
+
+    def _lights_shown(self) -> list[str]:
+        """The state each driven light shows now, as CARLA reports it ("red", "off", ...).
+
+        Raises: ParticipantError: one shows other than its signal's state now.
+        """
+        shown = []
+        t_us = self.time_us()
+        for signal, light in zip(self._scenario.signals, self._lights, strict=True):
+            state = str(light.get_state()).rsplit(".", 1)[-1].lower()
+            if state != signal_state(signal, t_us):
+                raise ParticipantError(-1, f"carla: traffic light {light.id} shows {state} at t_us={t_us}, where "
+                                           f"signal {signal.id!r} is {signal_state(signal, t_us)}")
+            shown.append(state)
+        return shown
 
     def _ground_z(self, world: Any, x_m: float, y_m: float) -> float:
         cx, cy, _ = to_carla_xy_yaw(x_m, y_m, 0.0)
@@ -336,6 +399,7 @@ class CarlaBackend:
             for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
                 x, y, yaw = replay.xyz_at(t_next)
                 spawned.set_transform(self._transform(x, y, z, yaw))
+            self._set_lights(t_next)
             frame = self._tick_world(t_next)
             self._check_tick(frame)
             self._tick += 1
@@ -409,6 +473,7 @@ class CarlaBackend:
         events = self._tracker.update(self._tick, t_us, ego, others)
         payload = _STEP.pack(self._tick, t_us, x, y, yaw, speed, self._steer_cmd, self._accel_cmd)
         payload += struct.pack(f">{3 * len(poses)}d", *[v for p in poses for v in p])
+        payload += struct.pack(f">{len(self._lights)}q", *[STATE_CODES[s] for s in self._lights_shown()])
         self._digest = hashlib.sha256(self._digest + payload).digest()
         return events
 
@@ -463,12 +528,15 @@ class CarlaBackend:
         return extrinsics(CAMERAS[camera])
 
     def ground_truth(self) -> GroundTruth:
-        """The scripted actors where CARLA has them now, with their replays' velocities."""
+        """The scripted actors where CARLA has them now, with their replays' velocities, and
+        each signal in the state its traffic light shows."""
         t_us = self.time_us()
         actors = tuple(
             ActorTruth(a.id, a.kind, Pose2D(*pose), *r.velocity_at(t_us), a.length_m, a.width_m, a.height_m, a.color)
             for a, r, pose in zip(self._scenario.actors, self._replays, self._actor_poses(), strict=True))
-        return GroundTruth(t_us, actors, ())
+        signals = tuple(SignalTruth(s.id, state, s.x_m, s.y_m)
+                        for s, state in zip(self._scenario.signals, self._lights_shown(), strict=True))
+        return GroundTruth(t_us, actors, signals)
 
     def world_digest(self) -> str:
         return self._digest.hex()
@@ -490,9 +558,13 @@ class CarlaBackend:
             _quietly(sensor.stop)
         for spawned in reversed(self._spawned):
             _quietly(spawned.destroy)
+        if self._world is not None and self._froze_lights:
+            _quietly(lambda: self._world.freeze_all_traffic_lights(False))  # the town's own cycles again,
+            _quietly(self._world.reset_all_traffic_lights)  # from their start
         if self._world is not None and self._saved_settings is not None:
             _quietly(lambda: self._world.apply_settings(self._saved_settings))
         self._sensors, self._spawned, self._actors, self._actor_z, self._ego = {}, [], [], [], None
+        self._lights, self._light_set, self._froze_lights = [], {}, False
         self._world = self._saved_settings = None
 
 

@@ -31,6 +31,7 @@ from simforge_ros.core.values import Action
 from simforge_ros.engine import CAMERAS, load_scenario
 from simforge_ros.engine.paths import PathReplay
 from simforge_ros.engine.scenario import ScenarioError
+from simforge_ros.engine.signals import signal_state
 
 DOUBLE = Path(__file__).resolve().parents[1] / "carla_double"
 TICK_US = 20_000
@@ -68,13 +69,13 @@ def test_load_makes_the_world_synchronous_with_the_bridges_tick_and_close_gives_
     settings = world.get_settings()
     assert settings.synchronous_mode and settings.fixed_delta_seconds == TICK_US / 1e6
     assert info.tick_us == TICK_US and info.scenario == "right_turn" and info.version.startswith("carla 0.10.0")
-    spawned = world.get_actors()
+    spawned = [a for a in world.get_actors() if not a.type_id.startswith("traffic.")]
     # the ego, its two cameras (named by role, as CARLA's tools name sensors), the four actors
     assert sorted(a.type_id for a in spawned).count("sensor.camera.rgb") == 2
     assert {a.attributes["role_name"] for a in spawned if a.type_id == "sensor.camera.rgb"} == {"chase", "front"}
     assert len(spawned) == 1 + 2 + len(load_scenario("right_turn").actors)
     b.close()
-    assert world.get_actors() == []
+    assert [a.type_id for a in world.get_actors()] == ["traffic.traffic_light"] * 3  # the town's own
     assert not world.get_settings().synchronous_mode  # a server left synchronous would wait forever
 
 
@@ -279,9 +280,44 @@ def test_the_bridge_core_refuses_a_backends_refusal_at_the_step_it_happened(carl
     assert err.value.step == 1
 
 
+def test_each_signal_drives_the_traffic_light_nearest_it_on_the_scenarios_phases(carla):
+    """red_signal's east_light is red for 12 s, then green 10 s, then yellow 3 s; the
+    town's lights are frozen, so none runs its own cycle (the double's would turn them)."""
+    b = CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=()))
+    b.load(0)
+    world = carla.Client().get_world()
+    lights = {(round(a.get_location().x), round(a.get_location().y)): a for a in world.get_actors()
+              if a.type_id == "traffic.traffic_light"}
+    east, north, far = lights[(9, 5)], lights[(5, -9)], lights[(300, 300)]  # red_signal's, mirrored
+    assert east.is_frozen() and north.is_frozen() and far.is_frozen()
+    scenario = load_scenario("red_signal")
+    seen = []
+    for t_s in (0, 6, 11.98, 12, 21.98, 22, 24.98, 25):
+        ticks = round(t_s * 1e6 / TICK_US) - b.time_us() // TICK_US
+        if ticks:
+            b.advance(0.0, 0.0, ticks)
+        truth = {s.id: s.state for s in b.ground_truth().signals}
+        assert truth == {s.id: signal_state(s, b.time_us()) for s in scenario.signals}
+        assert str(east.get_state()).lower() == truth["east_light"]
+        seen.append(truth["east_light"])
+    assert seen == ["red", "red", "red", "green", "green", "yellow", "yellow", "red"]
+    b.close()
+    assert not east.is_frozen()  # the town's own cycles again
+
+
+def test_a_signal_with_no_light_near_it_is_a_participant_error_naming_it(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "no_lights")
+    with pytest.raises(ParticipantError, match="no traffic light within 10 m of signal 'east_light'"):
+        CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=())).load(0)
+
+
+def test_a_light_that_does_not_show_its_signals_state_is_refused(carla, monkeypatch):
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "light_stuck")  # the double's lights start green
+    with pytest.raises(ParticipantError, match=r"shows green at t_us=0, where signal 'east_light' is red"):
+        CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=())).load(0)
+
+
 def test_scenarios_the_backend_cannot_drive_are_refused_naming_the_field(carla):
-    with pytest.raises(ScenarioError, match="signals"):
-        CarlaBackend("red_signal", TICK_US)
     with pytest.raises(ScenarioError, match="handover"):
         CarlaBackend("handover_parked", TICK_US)
 

@@ -13,6 +13,10 @@ from typing import Any
 import pytest
 from runs import lockstep, manifest_of, simforge, steps_of
 
+from simforge_ros import topics
+from simforge_ros.engine import load_scenario
+from simforge_ros.engine.signals import signal_state
+from simforge_ros.record.bag import read_bag
 from simforge_ros.record.verify import verify_run
 
 pytestmark = pytest.mark.ros
@@ -54,6 +58,23 @@ def test_a_carla_run_counts_records_its_frames_and_repeats(tmp_path, layout, car
     assert verify_run(Path(first.run_dir)).ok
 
 
+def test_red_signal_on_carla_drives_the_towns_lights_on_the_scenarios_phases(tmp_path, carla_double):
+    """Past the change at 12 s: every recorded ground truth is the phases at its t_us, as
+    the lights showed them."""
+    sets = {"sim_bridge": {**CARLA["sim_bridge"], "ground_truth": True, "cameras": []}}
+    run = lockstep(tmp_path, "red_signal", steps=130, layout="single", sets=sets)
+    assert run.status == "counted", run.refusal
+    scenario = load_scenario("red_signal")
+    truth = [item.msg for item in read_bag(Path(run.run_dir) / "bag") if item.topic == topics.GROUND_TRUTH]
+    assert [m.t_us for m in truth] == [k * 100_000 for k in range(130)]
+    states = []
+    for msg in truth:
+        assert [(s.id, s.state) for s in msg.signals] == [(s.id, signal_state(s, msg.t_us)) for s in scenario.signals]
+        states.append(msg.signals[0].state)
+    assert states[0] == "red" and states[-1] == "green"
+    assert verify_run(Path(run.run_dir)).ok
+
+
 def test_the_same_scenario_on_carla_and_on_the_engine_differs_and_says_where(tmp_path, carla_double):
     """Two simulators, two chains: nothing in the record passes one off as the other."""
     carla = carla_run(tmp_path, 10, "single")
@@ -86,11 +107,11 @@ def test_a_carla_failure_is_refused_by_name_at_its_step_and_keeps_the_record(
 
 
 def test_the_cli_names_a_scenario_carla_cannot_drive(tmp_path, carla_double):
-    out = simforge("run", "red_signal", "--set", "sim_bridge.backend=carla", "--steps", "3",
+    out = simforge("run", "handover_parked", "--set", "sim_bridge.backend=carla", "--steps", "3",
                    "--out", str(tmp_path), cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "sim_bridge: scenario: expected a scenario the carla backend can load" in out.stderr
-    assert "signals: expected none: the carla backend drives no signals yet" in out.stderr
+    assert "handover: expected none: the carla backend replays no ego path yet" in out.stderr
     assert "Traceback" not in out.stderr
 
 

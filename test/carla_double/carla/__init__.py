@@ -13,6 +13,9 @@ that behaves as the server is documented to:
   ``set_transform`` take effect at the next tick;
 * sensors deliver their data after the tick, from a thread of their own, in no fixed order
   across sensors;
+* the town has three traffic lights, at CARLA (9, 5), (5, -9) and (300, 300): where
+  ``red_signal``'s two signals stand, mirrored, and one far off; they cycle on their own
+  (green 10 s, yellow 2 s, red 10 s) unless frozen;
 * a vehicle is a kinematic bicycle on its rear axle (origin 1.4 m ahead of it, on the
   road); walkers and physics-off actors stay where they are put.
 
@@ -21,7 +24,8 @@ Faults, for the refusal tests, from ``CARLA_DOUBLE_FAULTS`` (comma-separated):
 synchronous_mode), ``extra_tick@F`` (another client ticks the world once more at the F-th
 frame), ``drop_image=ROLE@F`` (the F-th frame's image of the camera with that role_name
 never comes), ``rig_error_m=M`` (cameras render from M metres further forward than asked),
-``down`` (no server answers), ``gone@F`` (the server stops answering from frame F's tick
+``no_lights`` (the town has no traffic light), ``light_stuck`` (traffic lights ignore
+set_state), ``down`` (no server answers), ``gone@F`` (the server stops answering from frame F's tick
 on). F is a frame id; a fresh double's world starts at frame 0 (a test reads the carla
 backend's ``frame`` after load to name the frame of a later step).
 """
@@ -138,6 +142,34 @@ class WorldSnapshot:
 
     def find(self, actor_id: int) -> ActorSnapshot | None:
         return self._actors.get(actor_id)
+
+
+class TrafficLightState:
+    """The enum: its members print as their names (Boost.Python's)."""
+
+    class _Member(int):
+        def __new__(cls, value: int, name: str) -> TrafficLightState._Member:
+            member = int.__new__(cls, value)
+            member.name = name
+            return member
+
+        name: str
+
+        def __str__(self) -> str:
+            return self.name
+
+    Red = _Member(0, "Red")
+    Yellow = _Member(1, "Yellow")
+    Green = _Member(2, "Green")
+    Off = _Member(3, "Off")
+    Unknown = _Member(4, "Unknown")
+
+
+class ActorList(list):  # type: ignore[type-arg]
+    def filter(self, wildcard_pattern: str) -> ActorList:
+        import fnmatch
+
+        return ActorList(a for a in self if fnmatch.fnmatch(a.type_id, wildcard_pattern))
 
 
 class Image:
@@ -286,6 +318,49 @@ class Vehicle(Actor):
         self._yaw_rate_dps = math.degrees(yaw_rate)
 
 
+class TrafficLight(Actor):
+    _CYCLE = ((TrafficLightState.Green, 10.0), (TrafficLightState.Yellow, 2.0), (TrafficLightState.Red, 10.0))
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._state = TrafficLightState.Green
+        self._pending_state: Any = None
+        self._frozen = False
+        self._elapsed_in_state = 0.0
+
+    def get_location(self) -> Location:
+        return self.get_transform().location
+
+    def get_state(self) -> Any:
+        return self._state
+
+    def set_state(self, state: Any) -> None:
+        if "light_stuck" not in _faults():
+            self._pending_state = state  # at the next tick
+
+    def freeze(self, freeze: bool) -> None:
+        self._world.freeze_all_traffic_lights(freeze)  # every light in the map, as CARLA's does
+
+    def is_frozen(self) -> bool:
+        return self._frozen
+
+    def _step(self, dt: float) -> None:
+        if self._pending_state is not None:
+            self._state, self._pending_state, self._elapsed_in_state = self._pending_state, None, 0.0
+            return
+        if self._frozen:
+            return
+        self._elapsed_in_state += dt
+        durations = dict(self._CYCLE)
+        if self._elapsed_in_state >= durations[self._state]:
+            order = [state for state, _ in self._CYCLE]
+            self._state = order[(order.index(self._state) + 1) % len(order)]
+            self._elapsed_in_state = 0.0
+
+    def destroy(self) -> bool:
+        return False  # a map's light is not the client's to destroy
+
+
 class Sensor(Actor):
     def __init__(self, *args: Any) -> None:
         super().__init__(*args)
@@ -342,6 +417,12 @@ class World:
         self._last_delta_s = 0.0
         self._actors: dict[int, Actor] = {}
         self._next_id = 100
+        if "no_lights" not in _faults():
+            for x, y in ((9.0, 5.0), (5.0, -9.0), (300.0, 300.0)):
+                light = TrafficLight(self, self._next_id, ActorBlueprint("traffic.traffic_light"),
+                                     Transform(Location(x, y, 0.0)), None)
+                self._actors[light.id] = light
+                self._next_id += 1
         self._deliveries: queue.Queue[tuple[Any, Any] | None] = queue.Queue()
         self._deliverer = threading.Thread(target=self._deliver, name="carla-double-sensors", daemon=True)
         self._deliverer.start()
@@ -373,8 +454,18 @@ class World:
     def get_snapshot(self) -> WorldSnapshot:
         return WorldSnapshot(self)
 
-    def get_actors(self) -> list[Actor]:
-        return list(self._actors.values())
+    def get_actors(self) -> ActorList:
+        return ActorList(self._actors.values())
+
+    def freeze_all_traffic_lights(self, frozen: bool) -> None:
+        for actor in self._actors.values():
+            if isinstance(actor, TrafficLight):
+                actor._frozen = bool(frozen)
+
+    def reset_all_traffic_lights(self) -> None:
+        for actor in self._actors.values():
+            if isinstance(actor, TrafficLight):
+                actor._state, actor._elapsed_in_state = TrafficLightState.Green, 0.0
 
     def spawn_actor(self, blueprint: ActorBlueprint, transform: Transform, attach_to: Actor | None = None) -> Actor:
         kind = Vehicle if blueprint.id.startswith("vehicle.") else Actor
@@ -406,6 +497,8 @@ class World:
             if actor._pending is not None:
                 actor._transform, actor._pending = actor._pending, None
             elif isinstance(actor, Vehicle) and actor._physics:
+                actor._step(delta)
+            if isinstance(actor, TrafficLight):
                 actor._step(delta)
         self._frame += 1
         self._elapsed_s += delta
@@ -456,7 +549,7 @@ class Client:
     def load_world(self, map_name: str, reset_settings: bool = True) -> World:
         world = self._server()
         for actor in list(world._actors.values()):
-            actor.destroy()
+            actor.destroy()  # all but the map's own traffic lights
         if reset_settings:
             world._settings = WorldSettings()
         return world
