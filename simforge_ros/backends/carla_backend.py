@@ -68,7 +68,6 @@ from simforge_ros.engine.contacts import Body, ContactTracker
 from simforge_ros.engine.digest import root_digest
 from simforge_ros.engine.geometry import Box
 from simforge_ros.engine.paths import PathReplay
-from simforge_ros.engine.scenario import ScenarioError
 from simforge_ros.engine.signals import STATE_CODES, signal_state
 
 BACKEND_VERSION = "carla-backend/1"
@@ -168,9 +167,6 @@ class CarlaBackend:
         """Raises: ScenarioError: the scenario cannot be found, or asks for what this
         backend does not drive; BackendUnavailable: no carla module."""
         self._scenario = load_scenario(scenario)
-        if self._scenario.handover is not None:
-            raise ScenarioError(self._scenario.path, "handover", "none: the carla backend replays no ego path yet",
-                                "a handover")
         self._carla = import_carla()
         self._tick_us = tick_us
         self._dt_s = tick_us / 1_000_000
@@ -199,6 +195,13 @@ class CarlaBackend:
         self._tracker = ContactTracker()
         self._digest = b""
         self._version = ""
+        handover = self._scenario.handover
+        # until handover_us the ego replays its recorded path, physics off (as the engine does)
+        self._handover_us = handover.t_us if handover is not None else -1
+        self._handover_path = PathReplay(handover.path) if handover is not None else None
+        # the ego now: (x, y, yaw, vx, vy, speed, accel, steer), read once a tick (_read_ego)
+        self._ego_values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        self._ego_z = 0.0  # the height it came to rest at
 
     # ---- load ---------------------------------------------------------------------------
     def load(self, seed: int) -> BackendInfo:
@@ -250,7 +253,7 @@ class CarlaBackend:
     def _spawn(self, world: Any) -> None:
         carla, opts = self._carla, self._options
         library = world.get_blueprint_library()
-        start = self._scenario.ego.start
+        start, speed = self._ego_start()
         ground = self._ground_z(world, start.x_m, start.y_m)
         bp = library.find(opts.vehicle)
         if bp.has_attribute("role_name"):
@@ -277,8 +280,11 @@ class CarlaBackend:
         ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
                                           float(rest.location.z), start.yaw_rad))
         ego.apply_control(carla.VehicleControl(throttle=0.0, steer=0.0, brake=0.0))
-        speed = self._scenario.ego.start_speed_mps
-        ego.set_target_velocity(carla.Vector3D(speed * c, -speed * s, 0.0))
+        if self._handover_path is not None:
+            ego.set_simulate_physics(False)  # carried along its recorded path until the hand-over
+        else:
+            ego.set_target_velocity(carla.Vector3D(speed * c, -speed * s, 0.0))
+        self._ego_z = float(rest.location.z)
         width, height = self._size
         for camera in opts.cameras:
             mount = CAMERAS[camera]
@@ -362,6 +368,16 @@ class CarlaBackend:
             shown.append(state)
         return shown
 
+    def _ego_start(self) -> tuple[Pose2D, float]:
+        """The ego's rear-axle pose and speed at t = 0: its recorded path's, with a hand-over."""
+        path = self._handover_path
+        if path is None:
+            return self._scenario.ego.start, self._scenario.ego.start_speed_mps
+        return Pose2D(*path.xyz_at(0)), path.speed_at(0)
+
+    def _replaying(self, t_us: int) -> bool:
+        return t_us <= self._handover_us
+
     def _ground_z(self, world: Any, x_m: float, y_m: float) -> float:
         cx, cy, _ = to_carla_xy_yaw(x_m, y_m, 0.0)
         waypoint = world.get_map().get_waypoint(self._carla.Location(x=cx, y=cy, z=0.0), project_to_road=True)
@@ -400,6 +416,12 @@ class CarlaBackend:
                 x, y, yaw = replay.xyz_at(t_next)
                 spawned.set_transform(self._transform(x, y, z, yaw))
             self._set_lights(t_next)
+            if self._replaying(t_next):
+                self._carry_ego(t_next)
+            elif self._replaying(t_next - self._tick_us):  # the hand-over: the driver's from this tick
+                vx, vy = self._ego_values[3], self._ego_values[4]  # the path's velocity at the hand-over
+                self._ego.set_simulate_physics(True)
+                self._ego.set_target_velocity(carla.Vector3D(vx, -vy, 0.0))
             frame = self._tick_world(t_next)
             self._check_tick(frame)
             self._tick += 1
@@ -407,6 +429,14 @@ class CarlaBackend:
             self._images.forget_before(frame)
             contacts += self._observe()
         return contacts
+
+    def _carry_ego(self, t_us: int) -> None:
+        """Put the ego (physics off) on its recorded path's pose at t_us, from the next tick."""
+        assert self._handover_path is not None
+        x, y, yaw = self._handover_path.xyz_at(t_us)
+        c, s = math.cos(yaw), math.sin(yaw)
+        self._ego.set_transform(self._transform(x + self._axle_ahead_m * c, y + self._axle_ahead_m * s,
+                                                self._ego_z, yaw))
 
     def _tick_world(self, t_us: int) -> int:
         """One world.tick(); its frame id.
@@ -439,17 +469,28 @@ class CarlaBackend:
         self._snapshot = snapshot
 
     # ---- observation --------------------------------------------------------------------
-    def _ego_now(self) -> tuple[float, float, float, float, float, float, float]:
-        """(x, y, yaw, vx, vy, speed, accel) of the rear axle in the map frame, from the
-        snapshot of the current tick."""
+    def _read_ego(self) -> None:
+        """The ego now, from the snapshot of the current tick: its rear axle in the map frame
+        where CARLA has it; while it replays its recorded path, the speed, acceleration and
+        steer of that path (as the engine derives them: CARLA gives a carried actor none)."""
         ego = self._snapshot.find(self._ego.id)
         t = ego.get_transform()
         ox, oy, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
         c, s = math.cos(yaw), math.sin(yaw)
+        x, y = ox - self._axle_ahead_m * c, oy - self._axle_ahead_m * s
+        t_us = self.time_us()
+        path = self._handover_path
+        if path is not None and self._replaying(t_us):
+            probe = t_us - 1 if t_us > 0 else 0
+            speed, rate = path.speed_at(probe), path.yaw_rate_at(probe)
+            wheelbase = self._scenario.ego.vehicle.wheelbase_m
+            steer = math.atan(wheelbase * rate / speed) if speed > 0.1 else 0.0
+            accel = (speed - self._ego_values[5]) / self._dt_s if t_us > 0 else 0.0
+            self._ego_values = (x, y, yaw, speed * c, speed * s, speed, accel, steer)
+            return
         v, a = ego.get_velocity(), ego.get_acceleration()
         vx, vy = float(v.x), -float(v.y)
-        return (ox - self._axle_ahead_m * c, oy - self._axle_ahead_m * s, yaw, vx, vy,
-                vx * c + vy * s, float(a.x) * c - float(a.y) * s)
+        self._ego_values = (x, y, yaw, vx, vy, vx * c + vy * s, float(a.x) * c - float(a.y) * s, self._steer_cmd)
 
     def _actor_poses(self) -> list[tuple[float, float, float]]:
         out = []
@@ -460,7 +501,8 @@ class CarlaBackend:
 
     def _observe(self) -> list[ContactEvent]:
         """Contacts that started at this tick, and the world digest chained over it."""
-        x, y, yaw, vx, vy, speed, _ = self._ego_now()
+        self._read_ego()
+        x, y, yaw, vx, vy, speed, _, _ = self._ego_values
         t_us = self.time_us()
         poses = self._actor_poses()
         box = self._ego.bounding_box
@@ -478,9 +520,9 @@ class CarlaBackend:
         return events
 
     def state(self, step: int) -> VehicleState:
-        x, y, yaw, _, _, speed, accel = self._ego_now()
+        x, y, yaw, _, _, speed, accel, steer = self._ego_values
         return VehicleState(step=step, t_us=self.time_us(), pose=Pose2D(x, y, yaw), speed_mps=speed,
-                            steer_rad=self._steer_cmd, accel_mps2=accel)
+                            steer_rad=steer, accel_mps2=accel)
 
     def render(self, camera: str, t_us: int, rig_offset: tuple[float, float]) -> RenderedFrame:
         """The image of the frame ticked for t_us (the current time), awaited by its id.
@@ -518,6 +560,9 @@ class CarlaBackend:
         return RenderedFrame(FrameStamp(camera, t_us, Pose2D(x, y, yaw)), pixels=pixels)
 
     def yaw_rate_radps(self) -> float:
+        t_us = self.time_us()
+        if self._handover_path is not None and self._replaying(t_us):
+            return self._handover_path.yaw_rate_at(t_us - 1 if t_us > 0 else 0)
         w = self._snapshot.find(self._ego.id).get_angular_velocity()
         return -math.radians(float(w.z))  # degrees/s about CARLA's z, clockwise
 

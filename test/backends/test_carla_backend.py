@@ -317,9 +317,35 @@ def test_a_light_that_does_not_show_its_signals_state_is_refused(carla, monkeypa
         CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=())).load(0)
 
 
-def test_scenarios_the_backend_cannot_drive_are_refused_naming_the_field(carla):
-    with pytest.raises(ScenarioError, match="handover"):
-        CarlaBackend("handover_parked", TICK_US)
+def test_a_handover_carries_the_ego_on_its_recorded_path_then_releases_it(carla):
+    """handover_parked: until 5 s the ego is carried along its recorded rear-axle path,
+    physics off, whatever it is told (as in the engine); from the next tick it drives."""
+    scenario = load_scenario("handover_parked")
+    assert scenario.handover is not None
+    path = PathReplay(scenario.handover.path)
+    b = CarlaBackend("handover_parked", TICK_US, 64, 48, CarlaOptions(cameras=()))
+    b.load(0)
+    ego = next(a for a in carla.Client().get_world().get_actors() if a.attributes.get("role_name") == "hero")
+    for k in range(1, 51):
+        b.advance(0.3, -5.0, 5)  # ignored while replaying
+        state, t_us = b.state(k), k * 5 * TICK_US
+        x, y, yaw = path.xyz_at(t_us)
+        assert (state.pose.x_m, state.pose.y_m) == pytest.approx((x, y), abs=1e-9)
+        assert state.pose.yaw_rad == pytest.approx(yaw, abs=1e-9)
+        assert state.speed_mps == path.speed_at(t_us - 1)
+    assert not ego._physics and b.time_us() == scenario.handover.t_us
+    released = b.state(50)
+    b.advance(0.0, 0.0, 5)  # the hand-over: the driver's command moves it from here
+    assert ego._physics
+    after = b.state(51)
+    assert after.speed_mps == pytest.approx(released.speed_mps, abs=1e-6)
+    moved = math.hypot(after.pose.x_m - released.pose.x_m, after.pose.y_m - released.pose.y_m)
+    assert moved == pytest.approx(released.speed_mps * 5 * TICK_US / 1e6, rel=1e-3)
+
+
+def test_a_scenario_that_cannot_be_found_is_a_scenario_error(carla):
+    with pytest.raises(ScenarioError):
+        CarlaBackend("no_such_scenario", TICK_US)
 
 
 def test_without_the_carla_module_the_backend_says_what_to_install(monkeypatch):

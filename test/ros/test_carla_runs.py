@@ -15,6 +15,7 @@ from runs import lockstep, manifest_of, simforge, steps_of
 
 from simforge_ros import topics
 from simforge_ros.engine import load_scenario
+from simforge_ros.engine.paths import PathReplay
 from simforge_ros.engine.signals import signal_state
 from simforge_ros.record.bag import read_bag
 from simforge_ros.record.verify import verify_run
@@ -106,13 +107,19 @@ def test_a_carla_failure_is_refused_by_name_at_its_step_and_keeps_the_record(
     assert len(steps_of(result)) == manifest["steps"]  # what was recorded before it is kept
 
 
-def test_the_cli_names_a_scenario_carla_cannot_drive(tmp_path, carla_double):
-    out = simforge("run", "handover_parked", "--set", "sim_bridge.backend=carla", "--steps", "3",
-                   "--out", str(tmp_path), cwd=tmp_path)
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "sim_bridge: scenario: expected a scenario the carla backend can load" in out.stderr
-    assert "handover: expected none: the carla backend replays no ego path yet" in out.stderr
-    assert "Traceback" not in out.stderr
+def test_handover_parked_on_carla_replays_the_recorded_drive_then_the_driver_drives(tmp_path, carla_double):
+    run = lockstep(tmp_path, "handover_parked", steps=70, layout="processes",
+                   sets={"sim_bridge": {**CARLA["sim_bridge"], "cameras": []}})
+    assert run.status == "counted", run.refusal
+    scenario = load_scenario("handover_parked")
+    assert scenario.handover is not None
+    path = PathReplay(scenario.handover.path)
+    steps = steps_of(run)
+    for record in steps[:51]:  # up to the hand-over at 5 s
+        x, y, _ = path.xyz_at(record["t_us"])
+        assert (record["state"]["pose"]["x_m"], record["state"]["pose"]["y_m"]) == pytest.approx((x, y), abs=1e-9)
+    x, y, _ = path.xyz_at(steps[-1]["t_us"])  # after it, the route follower's, not the recording's
+    assert (steps[-1]["state"]["pose"]["x_m"], steps[-1]["state"]["pose"]["y_m"]) != pytest.approx((x, y), abs=1e-3)
 
 
 def test_the_cli_says_what_to_install_without_the_carla_module(tmp_path, monkeypatch):
