@@ -25,9 +25,10 @@ before every tick. Contacts are found by the embedded engine's box test on the p
 CARLA reports after each tick, not from CARLA's collision sensor: its events arrive
 asynchronously, and a step's contacts must not depend on when a message arrives.
 
-Each scenario signal drives the town's traffic light nearest it: every light is frozen
-(no light runs its own cycle), and each driven one is set to its signal's phase, on the
-integer-time phases the embedded engine uses. After every tick each must show its
+Every load resets the town's light cycles. Each scenario signal drives the town's traffic
+light nearest it: with signals every light is frozen (no light runs its own cycle), and
+each driven one is set to its signal's phase, on the integer-time phases the embedded
+engine uses. After every tick each must show its
 signal's state (``participant_error`` otherwise); ground truth and the world digest read
 what the lights show.
 
@@ -51,7 +52,14 @@ from typing import Any
 import numpy as np
 
 from simforge_ros.backends.base import BackendInfo, BackendUnavailable, RenderedFrame
-from simforge_ros.core.errors import MissingFrame, ParticipantError, RateNotMultiple, StaleFrame, TimeDrift
+from simforge_ros.core.errors import (
+    MissingFrame,
+    ParticipantError,
+    RateNotMultiple,
+    Refusal,
+    StaleFrame,
+    TimeDrift,
+)
 from simforge_ros.core.values import (
     ActorTruth,
     CameraExtrinsics,
@@ -196,8 +204,9 @@ class CarlaBackend:
         self._digest = b""
         self._version = ""
         handover = self._scenario.handover
-        # until handover_us the ego replays its recorded path, physics off (as the engine does)
-        self._handover_us = handover.t_us if handover is not None else -1
+        # until handover_us the ego replays its recorded path, physics off (as the engine does);
+        # without a hand-over it is held on its start pose for tick 0 only
+        self._handover_us = handover.t_us if handover is not None else 0  # 0: held at its start for tick 0
         self._handover_path = PathReplay(handover.path) if handover is not None else None
         # the ego now: (x, y, yaw, vx, vy, speed, accel, steer), read once a tick (_read_ego)
         self._ego_values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
@@ -212,6 +221,9 @@ class CarlaBackend:
             RateNotMultiple: it did not take the tick or synchronous mode.
         """
         self.close()
+        self._images = _Images()  # a restarted server counts frames from 0 again
+        self._steer_cmd = self._accel_cmd = 0.0
+        self._ego_values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
         carla, opts = self._carla, self._options
         try:
             client = carla.Client(opts.host, opts.port)
@@ -223,12 +235,15 @@ class CarlaBackend:
                                        f"within {opts.timeout_ms} ms ({type(err).__name__}: {err})") from None
         self._world = world
         self._version = f"carla {server} (client {client.get_client_version()}), {BACKEND_VERSION}"
-        self._saved_settings = world.get_settings()
-        settings = world.get_settings()
-        settings.synchronous_mode = True
-        settings.fixed_delta_seconds = self._dt_s
-        world.apply_settings(settings)
-        got = world.get_settings()
+        try:
+            self._saved_settings = world.get_settings()
+            settings = world.get_settings()
+            settings.synchronous_mode = True
+            settings.fixed_delta_seconds = self._dt_s
+            world.apply_settings(settings)
+            got = world.get_settings()
+        except RuntimeError as err:  # the client's time-out
+            raise ParticipantError(-1, f"carla: the world's settings could not be set ({err})") from None
         if not got.synchronous_mode or got.fixed_delta_seconds is None or \
                 abs(got.fixed_delta_seconds - self._dt_s) > DELTA_REL_TOL * self._dt_s:
             raise RateNotMultiple(-1, f"carla: the server runs synchronous={got.synchronous_mode}, "
@@ -236,6 +251,8 @@ class CarlaBackend:
                                       f"{self._tick_us} us ticks")
         try:
             self._spawn(world)
+        except Refusal:
+            raise
         except Exception as err:  # noqa: BLE001 - a spawn collision, an unknown blueprint
             raise ParticipantError(-1, f"carla: {type(err).__name__}: {err}") from None
         self._tick = 0
@@ -253,7 +270,7 @@ class CarlaBackend:
     def _spawn(self, world: Any) -> None:
         carla, opts = self._carla, self._options
         library = world.get_blueprint_library()
-        start, speed = self._ego_start()
+        start = self._ego_start()
         ground = self._ground_z(world, start.x_m, start.y_m)
         bp = library.find(opts.vehicle)
         if bp.has_attribute("role_name"):
@@ -280,10 +297,10 @@ class CarlaBackend:
         ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
                                           float(rest.location.z), start.yaw_rad))
         ego.apply_control(carla.VehicleControl(throttle=0.0, steer=0.0, brake=0.0))
-        if self._handover_path is not None:
-            ego.set_simulate_physics(False)  # carried along its recorded path until the hand-over
-        else:
-            ego.set_target_velocity(carla.Vector3D(speed * c, -speed * s, 0.0))
+        # Physics off through tick 0 (a vehicle given a velocity would move during that tick);
+        # released with the start speed at tick 1, or carried along its recorded path until a
+        # hand-over (_handover_us).
+        ego.set_simulate_physics(False)
         self._ego_z = float(rest.location.z)
         width, height = self._size
         for camera in opts.cameras:
@@ -308,13 +325,17 @@ class CarlaBackend:
         for actor, replay in zip(self._scenario.actors, self._replays, strict=True):
             x, y, yaw = replay.xyz_at(0)
             actor_bp = library.find(walker if actor.kind == "pedestrian" else opts.vehicle)
-            # a vehicle's origin is on the road, a walker's halfway up its body
-            z = self._ground_z(world, x, y) + (0.5 * actor.height_m if actor.kind == "pedestrian" else 0.0)
-            spawned = world.spawn_actor(actor_bp, self._transform(x, y, z, yaw))
+            ground_z = self._ground_z(world, x, y)
+            # spawned above the road (CARLA refuses a spawn into it), then set down with physics off
+            spawned = world.spawn_actor(actor_bp, self._transform(x, y, ground_z + SPAWN_LIFT_M + 1.0, yaw))
             spawned.set_simulate_physics(False)
+            actor_box = spawned.bounding_box  # its origin above the box's bottom: a walker's is halfway up
+            z = ground_z + float(actor_box.extent.z) - float(actor_box.location.z)
+            spawned.set_transform(self._transform(x, y, z, yaw))
             self._spawned.append(spawned)
             self._actors.append(spawned)
             self._actor_z.append(z)
+        world.reset_all_traffic_lights()  # every light's cycle from its start: the same each run
         self._lights = self._match_lights(world)
         if self._lights:
             world.freeze_all_traffic_lights(True)  # no light runs its own cycle: the scenario's phases do
@@ -368,15 +389,19 @@ class CarlaBackend:
             shown.append(state)
         return shown
 
-    def _ego_start(self) -> tuple[Pose2D, float]:
-        """The ego's rear-axle pose and speed at t = 0: its recorded path's, with a hand-over."""
+    def _ego_start(self) -> Pose2D:
+        """The ego's rear-axle pose at t = 0: its recorded path's, with a hand-over."""
         path = self._handover_path
-        if path is None:
-            return self._scenario.ego.start, self._scenario.ego.start_speed_mps
-        return Pose2D(*path.xyz_at(0)), path.speed_at(0)
+        return self._scenario.ego.start if path is None else Pose2D(*path.xyz_at(0))
 
     def _replaying(self, t_us: int) -> bool:
+        """Whether the ego is not yet the driver's at t_us (held at tick 0, or carried)."""
         return t_us <= self._handover_us
+
+    def _start_velocity(self, yaw: float) -> tuple[float, float, float]:
+        """(vx, vy, speed) of the scenario's start speed along ``yaw``."""
+        speed = self._scenario.ego.start_speed_mps
+        return speed * math.cos(yaw), speed * math.sin(yaw), speed
 
     def _ground_z(self, world: Any, x_m: float, y_m: float) -> float:
         cx, cy, _ = to_carla_xy_yaw(x_m, y_m, 0.0)
@@ -412,16 +437,20 @@ class CarlaBackend:
         contacts: list[ContactEvent] = []
         for _ in range(n_ticks):
             t_next = (self._tick + 1) * self._tick_us
-            for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
-                x, y, yaw = replay.xyz_at(t_next)
-                spawned.set_transform(self._transform(x, y, z, yaw))
-            self._set_lights(t_next)
-            if self._replaying(t_next):
-                self._carry_ego(t_next)
-            elif self._replaying(t_next - self._tick_us):  # the hand-over: the driver's from this tick
-                vx, vy = self._ego_values[3], self._ego_values[4]  # the path's velocity at the hand-over
-                self._ego.set_simulate_physics(True)
-                self._ego.set_target_velocity(carla.Vector3D(vx, -vy, 0.0))
+            try:
+                for spawned, replay, z in zip(self._actors, self._replays, self._actor_z, strict=True):
+                    x, y, yaw = replay.xyz_at(t_next)
+                    spawned.set_transform(self._transform(x, y, z, yaw))
+                self._set_lights(t_next)
+                if self._replaying(t_next):
+                    self._carry_ego(t_next)
+                elif self._replaying(t_next - self._tick_us):  # the driver's from this tick on
+                    vx, vy = self._ego_values[3], self._ego_values[4]  # the start's or the path's velocity
+                    self._ego.set_simulate_physics(True)
+                    self._ego.set_target_velocity(carla.Vector3D(vx, -vy, 0.0))
+            except RuntimeError as err:  # the client's time-out
+                raise ParticipantError(-1, f"carla: a call to the server before the tick to t_us={t_next} failed "
+                                           f"({err})") from None
             frame = self._tick_world(t_next)
             self._check_tick(frame)
             self._tick += 1
@@ -473,14 +502,17 @@ class CarlaBackend:
         """The ego now, from the snapshot of the current tick: its rear axle in the map frame
         where CARLA has it; while it replays its recorded path, the speed, acceleration and
         steer of that path (as the engine derives them: CARLA gives a carried actor none)."""
-        ego = self._snapshot.find(self._ego.id)
+        ego = self._find(self._ego)
         t = ego.get_transform()
         ox, oy, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
         c, s = math.cos(yaw), math.sin(yaw)
         x, y = ox - self._axle_ahead_m * c, oy - self._axle_ahead_m * s
         t_us = self.time_us()
         path = self._handover_path
-        if path is not None and self._replaying(t_us):
+        if self._replaying(t_us):  # held (tick 0) or carried: CARLA gives it no velocity
+            if path is None:
+                self._ego_values = (x, y, yaw, *self._start_velocity(yaw), 0.0, 0.0)
+                return
             probe = t_us - 1 if t_us > 0 else 0
             speed, rate = path.speed_at(probe), path.yaw_rate_at(probe)
             wheelbase = self._scenario.ego.vehicle.wheelbase_m
@@ -492,10 +524,21 @@ class CarlaBackend:
         vx, vy = float(v.x), -float(v.y)
         self._ego_values = (x, y, yaw, vx, vy, vx * c + vy * s, float(a.x) * c - float(a.y) * s, self._steer_cmd)
 
+    def _find(self, actor: Any) -> Any:
+        """``actor`` in the current tick's snapshot.
+
+        Raises: ParticipantError: it is gone from the world (destroyed by another client).
+        """
+        found = self._snapshot.find(actor.id)
+        if found is None:
+            raise ParticipantError(-1, f"carla: actor {actor.id} ({actor.type_id}) is gone from the world at "
+                                       f"t_us={self.time_us()}")
+        return found
+
     def _actor_poses(self) -> list[tuple[float, float, float]]:
         out = []
         for spawned in self._actors:
-            t = self._snapshot.find(spawned.id).get_transform()
+            t = self._find(spawned).get_transform()
             out.append(from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw))
         return out
 
@@ -563,7 +606,7 @@ class CarlaBackend:
         t_us = self.time_us()
         if self._handover_path is not None and self._replaying(t_us):
             return self._handover_path.yaw_rate_at(t_us - 1 if t_us > 0 else 0)
-        w = self._snapshot.find(self._ego.id).get_angular_velocity()
+        w = self._find(self._ego).get_angular_velocity()
         return -math.radians(float(w.z))  # degrees/s about CARLA's z, clockwise
 
     def intrinsics(self, camera: str) -> CameraIntrinsics:

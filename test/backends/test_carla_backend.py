@@ -91,16 +91,30 @@ def test_the_ego_starts_where_the_scenario_puts_its_rear_axle(carla):
 
 
 def test_the_rear_axle_is_placed_as_the_scenarios_ego_is_built_on_carlas_box(carla):
-    """CARLA 0.10 reports no wheel positions: the actor's origin (the double's is the box
-    centre) goes box_offset_m ahead of the scenario's start, and rests on the road."""
+    """CARLA 0.10 reports no wheel positions: the box's centre goes box_offset_m ahead of the
+    scenario's start (the double's origin is 0.1 m behind its box's centre, 0.2 m up)."""
     b = backend()
     b.load(0)
     scenario = load_scenario("right_turn")
     ego = next(a for a in carla.Client().get_world().get_actors() if a.attributes["role_name"] == "hero")
     t = ego.get_transform()
     start, offset = scenario.ego.start, scenario.ego.vehicle.box_offset_m
-    assert (t.location.x, t.location.y) == pytest.approx((start.x_m + offset, -start.y_m))
-    assert t.location.z == 0.0 and t.rotation.yaw == pytest.approx(-math.degrees(start.yaw_rad))
+    assert (t.location.x, t.location.y) == pytest.approx((start.x_m + offset - 0.1, -start.y_m))
+    assert t.location.z == pytest.approx(0.2) and t.rotation.yaw == pytest.approx(-math.degrees(start.yaw_rad))
+
+
+def test_the_ego_does_not_move_during_tick_0_and_leaves_at_its_start_speed(carla):
+    """Held with physics off through tick 0 (a vehicle given a velocity would move during
+    it: the double integrates in the tick it is teleported, as CARLA does), then released
+    at the scenario's start speed: one tick later it is one tick's travel on."""
+    b = backend()
+    b.load(0)
+    start = load_scenario("right_turn").ego.start
+    speed = load_scenario("right_turn").ego.start_speed_mps
+    assert (b.state(0).pose.x_m, b.state(0).pose.y_m) == pytest.approx((start.x_m, start.y_m), abs=1e-12)
+    b.advance(0.0, 0.0, 1)
+    assert b.state(1).pose.x_m == pytest.approx(start.x_m + speed * TICK_US / 1e6, abs=1e-7)  # f32 delta
+    assert b.state(1).speed_mps == pytest.approx(speed)
 
 
 def test_advance_ticks_the_world_once_a_tick_and_its_time_is_whole_ticks(carla):
@@ -307,8 +321,32 @@ def test_each_signal_drives_the_traffic_light_nearest_it_on_the_scenarios_phases
 
 def test_a_signal_with_no_light_near_it_is_a_participant_error_naming_it(carla, monkeypatch):
     monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "no_lights")
-    with pytest.raises(ParticipantError, match="no traffic light within 10 m of signal 'east_light'"):
+    with pytest.raises(ParticipantError) as err:
         CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=())).load(0)
+    assert err.value.detail.startswith("carla: no traffic light within 10 m of signal 'east_light' at (9, -5)")
+
+
+def test_a_reload_starts_as_a_fresh_backend_does(carla):
+    """Nothing of a run reaches the next load: not its last command, not its images."""
+    fresh = backend()
+    fresh.load(0)
+    first = (fresh.world_digest(), fresh.state(0))
+    fresh.advance(0.2, 2.0, 25)
+    fresh.render("front", fresh.time_us(), (0.0, 0.0))
+    fresh.load(0)
+    assert (fresh.world_digest(), fresh.state(0)) == first
+    fresh.advance(0.0, 0.0, 5)
+    assert fresh.render("front", fresh.time_us(), (0.0, 0.0)).stamp.t_us == 5 * TICK_US
+
+
+def test_an_actor_destroyed_by_another_client_is_a_participant_error(carla):
+    b = backend()
+    b.load(0)
+    van = next(a for a in carla.Client().get_world().get_actors() if a.type_id.startswith("vehicle.")
+               and a.attributes["role_name"] != "hero")
+    van.destroy()
+    with pytest.raises(ParticipantError, match=r"actor \d+ \(vehicle\.lincoln\.mkz\) is gone from the world"):
+        b.advance(0.0, 0.0, 1)
 
 
 def test_a_light_that_does_not_show_its_signals_state_is_refused(carla, monkeypatch):
@@ -369,5 +407,7 @@ def test_cameras_are_mounted_where_the_extrinsics_say(carla):
     assert x == pytest.approx(state.x_m + mount.x_m * c - mount.y_m * s, abs=1e-9)
     assert y == pytest.approx(state.y_m + mount.x_m * s + mount.y_m * c, abs=1e-9)
     assert yaw == pytest.approx(state.yaw_rad + mount.yaw_rad, abs=1e-9)
+    assert t.location.z == pytest.approx(mount.z_m)  # above the road (the double's is at z 0)
+    assert t.rotation.pitch == pytest.approx(-math.degrees(mount.pitch_rad))  # CARLA's pitch > 0 looks up
     assert float(sensor.attributes["fov"]) == pytest.approx(math.degrees(mount.hfov_rad))
     assert b.intrinsics("left").fx == pytest.approx(32 / math.tan(mount.hfov_rad / 2))

@@ -16,8 +16,9 @@ that behaves as the server is documented to:
 * the town has three traffic lights, at CARLA (9, 5), (5, -9) and (300, 300): where
   ``red_signal``'s two signals stand, mirrored, and one far off; they cycle on their own
   (green 10 s, yellow 2 s, red 10 s) unless frozen;
-* a vehicle is a kinematic bicycle on its rear axle (origin 1.4 m ahead of it, on the
-  road); walkers and physics-off actors stay where they are put.
+* a vehicle is a kinematic bicycle on its rear axle (its origin 1.3 m ahead of it and 0.2 m
+  above the road, its box's centre 0.1 m ahead of the origin), with its own pedal response;
+  walkers and physics-off actors stay where they are put; a spawn into the road is refused.
 
 Faults, for the refusal tests, from ``CARLA_DOUBLE_FAULTS`` (comma-separated):
 ``delta_s=S`` (the server ticks S seconds whatever it was asked), ``no_sync`` (it ignores
@@ -42,11 +43,15 @@ from typing import Any
 
 __version__ = "0.10.0-double"
 _WHEELBASE_M = 2.8
-_AXLE_TO_ORIGIN_M = 1.4
+# A vehicle's origin: 1.3 m ahead of its rear axle, 0.2 m above the road; its box's centre
+# 0.1 m ahead of the origin (so the axle is 1.4 m behind it, as the seed scenarios' ego).
+_AXLE_TO_ORIGIN_M = 1.3
+_ORIGIN_HEIGHT_M = 0.2
+_BOX_AHEAD_M = 0.1
 _WHEEL_RADIUS_CM = 35.0
 _MAX_STEER_DEG = 70.0
-_MAX_ACCEL = 3.0
-_MAX_BRAKE = 8.0
+_MAX_ACCEL = 3.6  # not the backend's mapping: the double's pedal response is its own
+_MAX_BRAKE = 9.5
 
 
 def _faults() -> dict[str, str]:
@@ -245,8 +250,11 @@ class Actor:
         self._acceleration = Vector3D()
         self._yaw_rate_dps = 0.0
         self._physics = True
-        extent = Vector3D(2.4, 0.95, 0.75) if self.type_id.startswith("vehicle.") else Vector3D(0.3, 0.3, 0.9)
-        self.bounding_box = BoundingBox(Location(0.0, 0.0, extent.z), extent)
+        if self.type_id.startswith("vehicle."):
+            extent = Vector3D(2.3, 0.95, 0.75)
+            self.bounding_box = BoundingBox(Location(_BOX_AHEAD_M, 0.0, extent.z - _ORIGIN_HEIGHT_M), extent)
+        else:  # a walker's origin is halfway up its body
+            self.bounding_box = BoundingBox(Location(0.0, 0.0, 0.0), Vector3D(0.3, 0.3, 0.9))
 
     def get_transform(self) -> Transform:
         return _copy_transform(self._world_transform())
@@ -309,7 +317,7 @@ class Vehicle(Actor):
         yaw += yaw_rate * dt
         t.location.x = rx + _AXLE_TO_ORIGIN_M * math.cos(yaw)
         t.location.y = ry + _AXLE_TO_ORIGIN_M * math.sin(yaw)
-        t.location.z = 0.0  # on the road (it was spawned above it)
+        t.location.z = _ORIGIN_HEIGHT_M  # on the road (it was spawned above it)
         t.rotation.yaw = math.degrees(yaw)
         accel = (speed - self._speed) / dt
         self._acceleration = Vector3D(accel * math.cos(yaw), accel * math.sin(yaw))
@@ -471,6 +479,9 @@ class World:
         kind = Vehicle if blueprint.id.startswith("vehicle.") else Actor
         kind = Sensor if blueprint.id.startswith("sensor.") else kind
         actor = kind(self, self._next_id, blueprint, transform, attach_to)
+        box = actor.bounding_box
+        if attach_to is None and transform.location.z + box.location.z - box.extent.z < -0.01:  # into the road
+            raise RuntimeError("Spawn failed because of collision at spawn position")
         self._next_id += 1
         self._actors[actor.id] = actor
         return actor
@@ -494,9 +505,9 @@ class World:
         delta = float(faults.get("delta_s", asked))
         delta = struct.unpack("<f", struct.pack("<f", delta))[0]  # handed on in single precision
         for actor in list(self._actors.values()):
-            if actor._pending is not None:
+            if actor._pending is not None:  # teleported, then stepped in the same tick
                 actor._transform, actor._pending = actor._pending, None
-            elif isinstance(actor, Vehicle) and actor._physics:
+            if isinstance(actor, Vehicle) and actor._physics:
                 actor._step(delta)
             if isinstance(actor, TrafficLight):
                 actor._step(delta)
