@@ -630,12 +630,11 @@ class CarlaBackend:
         return self._digest.hex()
 
     def perturb_ego(self, dx_m: float) -> None:
-        """Shift the ego along its heading: CARLA moves it at the next tick, so the state of
-        this step does not show it yet (fault injection only)."""
+        """Shift the ego along map x, as the engine does (CARLA's x is the map's): CARLA moves
+        it at the next tick, so the state of this step does not show it yet (fault
+        injection only)."""
         t = self._ego.get_transform()
-        _, _, yaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
-        t.location.x += dx_m * math.cos(yaw)
-        t.location.y -= dx_m * math.sin(yaw)
+        t.location.x += dx_m
         self._ego.set_transform(t)
 
     # ---- teardown -----------------------------------------------------------------------

@@ -285,6 +285,19 @@ def test_a_camera_rig_off_shows_in_the_frames_pose(carla, monkeypatch):
     assert math.hypot(pose.x_m - state.x_m, pose.y_m - state.y_m) == pytest.approx(0.02, abs=1e-9)
 
 
+def test_perturb_state_shifts_the_ego_along_map_x_from_the_next_tick(carla):
+    b = backend()
+    b.load(0)
+    b.advance(0.0, 0.0, 5)
+    before = b.state(1).pose
+    b.perturb_ego(0.25)
+    assert b.state(1).pose == before  # CARLA moves it at the next tick
+    b.advance(0.0, 0.0, 1)
+    moved = b.state(1).pose
+    travel = load_scenario("right_turn").ego.start_speed_mps * TICK_US / 1e6
+    assert moved.x_m == pytest.approx(before.x_m + 0.25 + travel, abs=1e-3)  # the double steps it that tick too
+
+
 def test_the_bridge_core_refuses_a_backends_refusal_at_the_step_it_happened(carla, monkeypatch):
     monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "delta_s=0.05")  # asked 0.02
     core = BridgeCore(backend(), BridgeConfig(("front",), None))
