@@ -95,6 +95,7 @@ SIGNAL_MATCH_M = 10.0
 _LIGHT_STATES = {"red": "Red", "yellow": "Yellow", "green": "Green"}  # -> carla.TrafficLightState
 WALKER_BLUEPRINT = "walker.pedestrian.0001"  # a scripted vehicle takes the ego's (CarlaOptions.vehicle)
 _STEP = struct.Struct(">qq6d")
+_NO_EGO = (0.0,) * 8  # (x, y, yaw, vx, vy, speed, accel, steer) before the first tick is read
 
 
 @dataclass(frozen=True)
@@ -206,10 +207,9 @@ class CarlaBackend:
         handover = self._scenario.handover
         # until handover_us the ego replays its recorded path, physics off (as the engine does);
         # without a hand-over it is held on its start pose for tick 0 only
-        self._handover_us = handover.t_us if handover is not None else 0  # 0: held at its start for tick 0
+        self._handover_us = handover.t_us if handover is not None else 0
         self._handover_path = PathReplay(handover.path) if handover is not None else None
-        # the ego now: (x, y, yaw, vx, vy, speed, accel, steer), read once a tick (_read_ego)
-        self._ego_values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        self._ego_values = _NO_EGO  # the ego now, read once a tick (_read_ego)
         self._ego_z = 0.0  # the height it came to rest at
 
     # ---- load ---------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class CarlaBackend:
         self.close()
         self._images = _Images()  # a restarted server counts frames from 0 again
         self._steer_cmd = self._accel_cmd = 0.0
-        self._ego_values = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        self._ego_values = _NO_EGO
         carla, opts = self._carla, self._options
         try:
             client = carla.Client(opts.host, opts.port)
