@@ -411,6 +411,10 @@ class Waypoint:
 class Map:
     name = "Carla/Maps/Double"
 
+    def get_spawn_points(self) -> list[Transform]:
+        return [Transform(Location(-50.0, 1.75, 0.3), Rotation(yaw=0.0)),
+                Transform(Location(1.75, -120.0, 0.3), Rotation(yaw=90.0))]
+
     def get_waypoint(self, location: Location, project_to_road: bool = True, lane_type: Any = None) -> Waypoint:
         return Waypoint(location)
 
