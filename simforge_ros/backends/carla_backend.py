@@ -74,8 +74,8 @@ from simforge_ros.core.values import (
 from simforge_ros.engine import CAMERA_NAMES, CAMERAS, EGO_ID, extrinsics, intrinsics, load_scenario
 from simforge_ros.engine.contacts import Body, ContactTracker
 from simforge_ros.engine.digest import root_digest
-from simforge_ros.engine.geometry import Box
-from simforge_ros.engine.paths import PathReplay
+from simforge_ros.engine.geometry import Box, offset_pose, wrap_angle
+from simforge_ros.engine.paths import PathReplay, replayed_motion
 from simforge_ros.engine.signals import STATE_CODES, signal_state
 
 BACKEND_VERSION = "carla-backend/1"
@@ -131,10 +131,8 @@ def to_carla_xy_yaw(x_m: float, y_m: float, yaw_rad: float) -> tuple[float, floa
 
 
 def from_carla_xy_yaw(x: float, y: float, yaw_deg: float) -> tuple[float, float, float]:
-    """CARLA (x, y, yaw in degrees) -> map frame (x, y, yaw in (-pi, pi])."""
-    yaw = -math.radians(yaw_deg)
-    yaw = math.atan2(math.sin(yaw), math.cos(yaw))
-    return x, -y, yaw
+    """CARLA (x, y, yaw in degrees) -> map frame (x, y, yaw in [-pi, pi])."""
+    return x, -y, wrap_angle(-math.radians(yaw_deg))
 
 
 class _Images:
@@ -513,11 +511,8 @@ class CarlaBackend:
             if path is None:
                 self._ego_values = (x, y, yaw, *self._start_velocity(yaw), 0.0, 0.0)
                 return
-            probe = t_us - 1 if t_us > 0 else 0
-            speed, rate = path.speed_at(probe), path.yaw_rate_at(probe)
-            wheelbase = self._scenario.ego.vehicle.wheelbase_m
-            steer = math.atan(wheelbase * rate / speed) if speed > 0.1 else 0.0
-            accel = (speed - self._ego_values[5]) / self._dt_s if t_us > 0 else 0.0
+            speed, steer, accel = replayed_motion(path, t_us, self._ego_values[5],
+                                                  self._scenario.ego.vehicle.wheelbase_m, self._dt_s)
             self._ego_values = (x, y, yaw, speed * c, speed * s, speed, accel, steer)
             return
         v, a = ego.get_velocity(), ego.get_acceleration()
@@ -590,17 +585,14 @@ class CarlaBackend:
         mount = CAMERAS[camera]
         t = image.transform  # where CARLA rendered from: the ego pose it implies
         cx, cy, cyaw = from_carla_xy_yaw(t.location.x, t.location.y, t.rotation.yaw)
-        yaw = cyaw - mount.yaw_rad
-        c, s = math.cos(yaw), math.sin(yaw)
-        x = cx - (mount.x_m * c - mount.y_m * s)
-        y = cy - (mount.x_m * s + mount.y_m * c)
-        offset_m, offset_deg = float(rig_offset[0]), float(rig_offset[1])
-        x, y = x + offset_m * c, y + offset_m * s
-        yaw = math.atan2(math.sin(yaw + math.radians(offset_deg)), math.cos(yaw + math.radians(offset_deg)))
+        ego = offset_pose(Pose2D(cx, cy, wrap_angle(cyaw - mount.yaw_rad)), -mount.x_m, -mount.y_m)
+        offset_m, offset_deg = float(rig_offset[0]), float(rig_offset[1])  # moved as the engine moves its rig
+        moved = offset_pose(ego, offset_m)
+        pose = Pose2D(moved.x_m, moved.y_m, wrap_angle(moved.yaw_rad + math.radians(offset_deg)))
         bgra = np.frombuffer(image.raw_data, dtype=np.uint8).reshape(height, width, 4)
         pixels = np.ascontiguousarray(bgra[:, :, 2::-1])
         pixels.setflags(write=False)
-        return RenderedFrame(FrameStamp(camera, t_us, Pose2D(x, y, yaw)), pixels=pixels)
+        return RenderedFrame(FrameStamp(camera, t_us, pose), pixels=pixels)
 
     def yaw_rate_radps(self) -> float:
         t_us = self.time_us()

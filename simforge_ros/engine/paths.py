@@ -91,3 +91,17 @@ class PathReplay:
         if i < 0 or i >= self._last_i:
             return 0.0  # hypot(0.0, 0.0)
         return self._speeds[i]
+
+
+def replayed_motion(path: PathReplay, t_us: int, prev_speed: float, wheelbase_m: float,
+                    dt_s: float) -> tuple[float, float, float]:
+    """(speed, steer, accel) of an ego carried along ``path`` at t_us: the speed and yaw rate
+    of the segment leading in, the steer a bicycle of that wheelbase turns that rate with,
+    and the change from ``prev_speed`` over one tick (the engine's and the carla backend's
+    hand-over replay)."""
+    probe = t_us - 1 if t_us > 0 else 0
+    speed = path.speed_at(probe)
+    yaw_rate = path.yaw_rate_at(probe)
+    steer = math.atan(wheelbase_m * yaw_rate / speed) if speed > 0.1 else 0.0
+    accel = (speed - prev_speed) / dt_s if t_us > 0 else 0.0
+    return speed, steer, accel

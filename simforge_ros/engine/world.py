@@ -24,7 +24,7 @@ from simforge_ros.engine.cameras import CAMERA_NAMES, CAMERAS
 from simforge_ros.engine.contacts import EGO_ID, Body, ContactEvent, ContactTracker
 from simforge_ros.engine.digest import root_digest, state_struct
 from simforge_ros.engine.geometry import Box, offset_pose, wrap_angle
-from simforge_ros.engine.paths import PathReplay
+from simforge_ros.engine.paths import PathReplay, replayed_motion
 from simforge_ros.engine.render import RenderBox, Renderer, pedestrian_boxes, signal_boxes, vehicle_boxes
 from simforge_ros.engine.scenario import Scenario
 from simforge_ros.engine.signals import SignalCodes, signal_state
@@ -229,11 +229,7 @@ class Engine:
         rate of the segment leading in)."""
         path = self._handover
         assert path is not None
-        probe = t_us - 1 if t_us > 0 else 0
-        speed = path.speed_at(probe)
-        yaw_rate = path.yaw_rate_at(probe)
-        steer = math.atan(self._params.wheelbase_m * yaw_rate / speed) if speed > 0.1 else 0.0
-        accel = (speed - prev_speed) / self._dt_s if t_us > 0 else 0.0
+        speed, steer, accel = replayed_motion(path, t_us, prev_speed, self._params.wheelbase_m, self._dt_s)
         x, y, yaw = path.xyz_at(t_us)
         return x, y, yaw, speed, steer, accel
 
