@@ -351,11 +351,43 @@ def help_requested(node_name: str, argv: list[str]) -> bool:
     return True
 
 
+# Wall clock: how often a participant looks whether the clock master has left (ClockMasterGone).
+GONE_POLL_S = 0.1
+
+
+class ClockMasterGone:
+    """Whether the run's status writer (the clock master's) was seen on the graph and is now
+    gone: the run is over, whether or not its final status reached this node.
+
+    Every participant ends on that final status. In two runs of some hundreds (the demo,
+    a full test suite) a driver never heard it, kept spinning, and the runner refused the
+    counted run because the driver was still there 5 s later; the clock master had waited
+    for every matched reader to acknowledge the status. A clock master that leaves cleanly
+    announces its writer's removal, so this ends such a participant all the same.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+        self._seen = False
+        self._next_look = 0.0  # time.monotonic() of the next look at the graph
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now < self._next_look:
+            return False
+        self._next_look = now + GONE_POLL_S
+        if self._node.count_publishers(topics.STATUS):
+            self._seen = True
+            return False
+        return self._seen
+
+
 def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | None) -> int:
     """main() of a participant node: build it, spin until the run ends or a signal comes.
 
     A participant's object has ``.node`` and ``.finished`` (set when the run's final status
-    arrives); a configuration error exits 2 with the error, never a traceback.
+    arrives; the participant also ends when the clock master has left, ClockMasterGone); a
+    configuration error exits 2 with the error, never a traceback.
     """
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(node_name, argv):
@@ -387,7 +419,11 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         executor.add_node(shell.node)
         freeze_startup()
         try:
-            spin_until(executor, lambda: stop["signal"] or shell.finished)
+            gone = ClockMasterGone(shell.node)
+            spin_until(executor, lambda: stop["signal"] or shell.finished or gone())
+            if not (stop["signal"] or shell.finished):
+                print(f"{node_name}: the clock master has left and its final status never came here; ending",
+                      file=sys.stderr, flush=True)
             # let the last answers and publications leave before the node goes away
             spin_until(executor, lambda: False, 0.2)
         finally:

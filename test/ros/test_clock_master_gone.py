@@ -1,0 +1,42 @@
+"""A participant ends when the clock master has left, even if the run's final status never
+reached it: a driver that missed it kept a counted run from counting (the runner refused
+it, the driver still there 5 s after the run). Real node processes and DDS; the clock
+master is a stand-in that offers the status topic and leaves without a final status."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+WRITER = Path(__file__).with_name("status_writer.py")
+
+
+@pytest.mark.parametrize("node", ["driver", "sim_bridge"])
+def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tmp_path, node):
+    env = dict(ros_lease.env)
+    participant = subprocess.Popen([sys.executable, "-m", f"simforge_ros.nodes.{node}"], env=env, cwd=tmp_path,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    writer = subprocess.Popen([sys.executable, str(WRITER), "--seconds", "4"], env=env, cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        time.sleep(3.0)
+        assert participant.poll() is None  # the status writer is there: the run goes on
+        writer_out, _ = writer.communicate(timeout=30)
+        assert writer.returncode == 0 and "status writer gone" in writer_out, writer_out
+        left = time.monotonic()
+        out, _ = participant.communicate(timeout=30)
+        assert time.monotonic() - left < 5.0  # well within the runner's 5 s grace
+        assert participant.returncode == 0, out
+        assert f"{node}: the clock master has left and its final status never came here; ending" in out
+        assert "Traceback" not in out
+    finally:
+        for proc in (participant, writer):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
