@@ -9,9 +9,9 @@ import time
 
 import rclpy
 from rclpy.node import Node
+from simforge_ros.msg import RunStatus
 
 from simforge_ros import topics
-from simforge_ros.msg import RunStatus
 from simforge_ros.nodes.common import LATCHED_QOS
 
 
