@@ -57,6 +57,8 @@ def generate_launch_description() -> LaunchDescription:
         "latency_us": ("0", "driver latency in microseconds (a whole number of steps)"),
         "seed": ("0", "run seed"),
         "steps": ("0", "steps to run; 0 = the whole scenario"),
+        "real_time_factor": ("0.0", "simulation seconds a wall second may hold: 1 = real time (to watch the run "
+                                    "live), 0 = as fast as the participants answer (clock_master.real_time_factor)"),
         "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
         "run_id": ("launch", "run id"),
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
@@ -93,6 +95,7 @@ def generate_launch_description() -> LaunchDescription:
                   condition=UnlessCondition(PythonExpression(["'", cfg["driver"], "' == 'external'"])))
     clock = Node(package="simforge_ros", executable="clock_master", name="clock_master", output="screen",
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
-                                           "steps": cfg["steps"], "run_id": cfg["run_id"]}])
+                                           "steps": cfg["steps"], "run_id": cfg["run_id"],
+                                           "real_time_factor": cfg["real_time_factor"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
     return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

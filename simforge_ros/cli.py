@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -193,6 +194,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.steps is not None and not 0 <= args.steps <= INT64[1]:
         raise ConfigError.single("--steps", "steps", f"an integer in [0, {INT64[1]}] (0: the whole scenario)",
                                  args.steps)
+    if args.real_time_factor is not None and not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
+        raise ConfigError.single("--real-time-factor", "real_time_factor",
+                                 "a finite number >= 0 (0: unpaced; 1: real time)", args.real_time_factor)
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
     driver = args.driver if args.driver is not None else options.get("driver", "route")
@@ -203,6 +207,8 @@ def _run(args: argparse.Namespace) -> int:
     if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
         file_sets.get("sim_bridge", {}).pop("cameras", None)
     sets = _merged_sets(file_sets, _parse_set(args.set))
+    if args.real_time_factor is not None:  # the command line's factor wins, as its seed does
+        sets.setdefault("clock_master", {})["real_time_factor"] = args.real_time_factor
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
     seed = args.seed if args.seed is not None else options.get("seed", 0)
     steps = args.steps if args.steps is not None else options.get("steps", 0)
@@ -321,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the run's seed, default 0 (the same seed repeats bit for bit)")
     run.add_argument("--latency-ms", default=None, help="driver latency; a whole number of steps")
     run.add_argument("--steps", type=int, default=None, help="default 0: the whole scenario")
+    run.add_argument("--real-time-factor", type=float, default=None, metavar="FACTOR",
+                     help="simulation seconds a wall second may hold: 1 paces the run in real time (to watch "
+                          "it live), default 0: as fast as the participants answer; digests are the same")
     run.add_argument("--layout", choices=("processes", "single"), default="processes",
                      help="one process per node (default), or all four nodes in one process")
     run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",

@@ -72,6 +72,9 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("record", "bool", True, "wait for the recorder to confirm the run"),
         ParamSpec("recorder_backlog_steps", "int", 128,
                   "steps the loop may run ahead of the recorder before it pauses for it", positive=True),
+        ParamSpec("real_time_factor", "float", 0.0,
+                  "simulation seconds a wall second may hold: 0 = unpaced, 1 = no faster than real time",
+                  minimum=0),
     ),
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla"),

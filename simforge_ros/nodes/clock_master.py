@@ -56,6 +56,7 @@ from simforge_ros.core.lockstep import (
     TimingRecord,
     run_lockstep,
 )
+from simforge_ros.core.pacing import Pacer
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import Action, VehicleState
@@ -125,6 +126,7 @@ class ClockConfig:
     startup_timeout_s: float
     record: bool
     recorder_backlog_steps: int
+    real_time_factor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -150,18 +152,20 @@ class RunOutcome:
 
 
 def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int = 0,
-                 recorder_pause_ns: int = 0) -> dict[str, Any]:
+                 recorder_pause_ns: int = 0, paced_ns: int = 0) -> dict[str, Any]:
     """The loop's per-step wall times (each step's whole cycle), start-up excluded.
 
     The first min(50, n // 10) steps are left out (scenario load, DDS discovery settling);
     ``finish_ns`` is how long the recorder took to confirm the run after the last step;
     the loop paused ``recorder_pauses`` times for the recorder (core.backlog), in all
-    ``recorder_pause_ns`` (inside the step times).
+    ``recorder_pause_ns`` (inside the step times), and waited ``paced_ns`` in all to keep
+    to ``real_time_factor`` (core.pacing; inside the step times too).
     """
     skip = min(50, len(cycles_ns) // 10)
     timed = sorted(cycles_ns[skip:])
     out: dict[str, Any] = {"steps": len(cycles_ns), "skipped": skip, "timed": len(timed), "finish_ns": finish_ns,
-                           "recorder_pauses": recorder_pauses, "recorder_pause_ns": recorder_pause_ns}
+                           "recorder_pauses": recorder_pauses, "recorder_pause_ns": recorder_pause_ns,
+                           "paced_ns": paced_ns}
     if timed:
         out.update(
             total_ns=sum(timed), mean_ns=sum(timed) // len(timed), median_ns=timed[len(timed) // 2],
@@ -252,7 +256,9 @@ class ClockMaster:
             startup_timeout_s=values["startup_timeout_ms"] / 1000.0,
             record=values["record"],
             recorder_backlog_steps=values["recorder_backlog_steps"],
+            real_time_factor=values["real_time_factor"],
         )
+        self._pacer = Pacer(self.config.real_time_factor)
         self._clock_pub = self.node.create_publisher(Clock, topics.CLOCK, RECORD_QOS)
         self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
         self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)
@@ -434,7 +440,28 @@ class ClockMaster:
         if time.monotonic() >= wall_deadline:
             raise ParticipantTimeout(step, f"still working after {limit_s:g} s, the limit of a call")
 
+    def _pace(self, step: int, t_us: int) -> None:
+        """With a real_time_factor, wait until simulation time ``t_us`` is due (core.pacing).
+        The previous step's records go out first, so a live viewer sees each step when it
+        happens, not a period late; meanwhile the executor spins (the recorder's progress,
+        an interrupt, a recorder gone are seen as in any other wait)."""
+        assert self._executor is not None
+        due = self._pacer.due_ns(t_us)
+        if due is None or time.perf_counter_ns() >= due:
+            return
+        self._flush()
+        start = time.perf_counter_ns()
+        while (left_ns := due - time.perf_counter_ns()) > 0:
+            if self.interrupted:
+                raise Aborted(step, self.interrupt_detail)
+            if self.config.record:
+                self._watch_recorder(step)
+            self._executor.spin_once(timeout_sec=min(left_ns / 1e9, WALL_POLL_S))
+        self._pacer.note_wait(time.perf_counter_ns() - start)
+
     def step(self, request: StepRequest) -> BridgeObservation:
+        if self._pacer.paced and not request.reset:
+            self._pace(request.step, request.t_us)
         msg = self._msgs.step  # every field is set below; call_async serialises at once
         msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us
         msg.seed, msg.reset = request.seed, request.reset
@@ -443,6 +470,8 @@ class ClockMaster:
         response = self._call(self._bridge, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
             raise refusal_from_code(response.refusal_code, request.step, f"sim_bridge: {response.detail}")
+        if request.reset:  # the world is at t(0) now: the pace counts from here
+            self._pacer.start(time.perf_counter_ns())
         # The observed state is published from here, not by the bridge before it answers,
         # where it lengthened every step by a publish (2 000-step runs, recorder on, old and
         # new interleaved: processes per-step median x0.92 over 11 pairs, 0.66-1.20 in this
@@ -656,7 +685,7 @@ class ClockMaster:
         state = "refused" if refusal is not None else "counted"
         self._publish_status(state, progress.steps_done, refusal)
         wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start,
-                            self._pauses, self._pause_ns)
+                            self._pauses, self._pause_ns, self._pacer.waited_ns)
         return RunOutcome(state, refusal, progress.steps_done, chain, wall)
 
 

@@ -13,10 +13,12 @@ from simforge_ros.runner import RunResult, RunSpec, new_run_id, run
 
 
 def lockstep(tmp_path: Path, scenario: str = "right_turn", **kwargs: Any) -> RunResult:
-    """One run through the same runner `simforge run` uses; a new run dir under tmp_path."""
+    """One run through the same runner `simforge run` uses; a new run dir under tmp_path.
+    ``on_step`` (a keyword) goes to the runner, the rest to the RunSpec."""
     seed = kwargs.get("seed", 0)
+    on_step = kwargs.pop("on_step", None)
     run_id = new_run_id(scenario, seed, len(list(tmp_path.glob("*"))))
-    return run(RunSpec(scenario=scenario, out_dir=tmp_path / run_id, run_id=run_id, **kwargs))
+    return run(RunSpec(scenario=scenario, out_dir=tmp_path / run_id, run_id=run_id, **kwargs), on_step)
 
 
 def steps_of(result: RunResult) -> list[dict[str, Any]]:

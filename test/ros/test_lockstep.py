@@ -298,6 +298,12 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--set", "clock_master.decision_us=0"], "decision_us: expected an integer > 0"),
         (["run", "right_turn", "--set", "clock_master.pose_tolerance_m=-1"], "tolerance_m: expected a number >= 0"),
         (["run", "right_turn", "--out", "/proc/runs"], "--out: out: expected a directory simforge can create"),
+        (["run", "right_turn", "--real-time-factor", "-1"],
+         "--real-time-factor: real_time_factor: expected a finite number >= 0"),
+        (["run", "right_turn", "--real-time-factor", "nan"], "--real-time-factor: real_time_factor: expected a finite"),
+        (["run", "right_turn", "--real-time-factor", "fast"], "argument --real-time-factor: invalid float value"),
+        (["run", "right_turn", "--set", "clock_master.real_time_factor=-2"],
+         "clock_master.real_time_factor: expected a number >= 0"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):

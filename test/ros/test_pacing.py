@@ -1,0 +1,48 @@
+"""clock_master.real_time_factor over real ROS 2: a paced run keeps to the wall clock and
+computes exactly what an unpaced one does."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from runs import lockstep, steps_of
+
+pytestmark = pytest.mark.ros
+
+STEPS = 12
+DECISION_US = 100_000
+FACTOR = 2.0  # a step's 100 ms in 50 ms of wall time
+# How long after the pace's origin (step 0 answered) the run's first step may end: the
+# first Decide round trip. A bound, not a target; the paced span it is taken from is 0.55 s.
+FIRST_DECIDE_S = 0.1
+
+
+def _paced_span_s() -> float:
+    return (STEPS - 1) * DECISION_US / 1e6 / FACTOR
+
+
+def test_a_paced_single_run_keeps_to_the_wall_clock_and_repeats_the_unpaced_one(tmp_path):
+    unpaced = lockstep(tmp_path, steps=STEPS, layout="single")
+    seen: list[tuple[int, int]] = []
+    paced = lockstep(tmp_path, steps=STEPS, layout="single", sets={"clock_master": {"real_time_factor": FACTOR}},
+                     on_step=lambda k, _n: seen.append((k, time.perf_counter_ns())))
+    assert unpaced.status == paced.status == "counted"
+    assert paced.chain_digest == unpaced.chain_digest and paced.frames_digest == unpaced.frames_digest
+    assert [k for k, _ in seen] == list(range(STEPS))
+    t0 = seen[0][1]
+    for k, at in seen[1:]:  # no step ends before its simulation time, at the factor
+        assert (at - t0) / 1e9 >= k * DECISION_US / 1e6 / FACTOR - FIRST_DECIDE_S, (k, (at - t0) / 1e9)
+    assert paced.wall is not None and paced.wall["paced_ns"] > 0
+    assert unpaced.wall is not None and unpaced.wall["paced_ns"] == 0
+
+
+def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path):
+    paced = lockstep(tmp_path, steps=STEPS, layout="processes",
+                     sets={"clock_master": {"real_time_factor": FACTOR}})
+    assert paced.status == "counted" and paced.steps == STEPS
+    # each step's wall cycle runs from the end of one decision to the end of the next: the
+    # cycles of steps 1.. span the run from the end of step 0 to the end of the last step
+    span_s = sum(s["wall"]["wall_step_ns"] for s in steps_of(paced)[1:]) / 1e9
+    assert span_s >= _paced_span_s() - FIRST_DECIDE_S, span_s
+    assert paced.wall is not None and paced.wall["paced_ns"] > 0
