@@ -59,6 +59,8 @@ def generate_launch_description() -> LaunchDescription:
         "steps": ("0", "steps to run; 0 = the whole scenario"),
         "real_time_factor": ("0.0", "simulation seconds a wall second may hold: 1 = real time (to watch the run "
                                     "live), 0 = as fast as the participants answer (clock_master.real_time_factor)"),
+        "start_paused": ("false", "hold the run at t(0) until /simforge/pause (std_srvs/SetBool) is called "
+                                  "with false (clock_master.start_paused)"),
         "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
         "run_id": ("launch", "run id"),
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
@@ -96,6 +98,7 @@ def generate_launch_description() -> LaunchDescription:
     clock = Node(package="simforge_ros", executable="clock_master", name="clock_master", output="screen",
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"],
-                                           "real_time_factor": cfg["real_time_factor"]}])
+                                           "real_time_factor": cfg["real_time_factor"],
+                                           "start_paused": cfg["start_paused"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
     return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

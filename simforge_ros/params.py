@@ -75,6 +75,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("real_time_factor", "float", 0.0,
                   "simulation seconds a wall second may hold: 0 = unpaced, 1 = no faster than real time",
                   minimum=0),
+        ParamSpec("start_paused", "bool", False,
+                  "hold the run at t(0), after step 0, until resumed on /simforge/pause"),
     ),
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla"),

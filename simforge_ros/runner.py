@@ -247,11 +247,19 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             held.enter_context(hold_domain(lease.domain_id, who))
         if spec.driver == EXTERNAL:
             _announce_external_driver(params, lease.domain_id)
+        if params["clock_master"].get("start_paused"):
+            _announce_paused(lease.domain_id)
         if spec.layout == "single":
             return _run_single(spec, params_file, lease, on_step)
         if spec.layout == "processes":
             return _run_processes(spec, params_file, lease, on_step)
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _announce_paused(domain_id: int) -> None:
+    """Tell the user the run will hold at t(0), and how to let it go on."""
+    print(f"simforge: the run holds at t(0) until resumed: a {topics.PAUSE_SERVICE} call (std_srvs/SetBool, "
+          f"data false) on ROS_DOMAIN_ID={domain_id}, localhost", file=sys.stderr, flush=True)
 
 
 def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

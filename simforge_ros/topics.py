@@ -37,6 +37,9 @@ STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 STEP_SERVICE = "/simforge/step"
 DECIDE_SERVICE = "/simforge/decide"
 FINISH_SERVICE = "/simforge/finish"
+# std_srvs/SetBool on the clock master: true holds the run before its next step (the world
+# stays at the last step's time, its records out), false lets it go on; wall time only
+PAUSE_SERVICE = "/simforge/pause"
 
 
 def image_topic(camera: str) -> str:

@@ -67,7 +67,8 @@ def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
         for kws in [{kw.arg: kw.value.value for kw in node.keywords if kw.arg in ("package", "executable")}]
     }
     assert executables == {("simforge_ros", n) for n in NODE_PARAMS}
-    for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file", "real_time_factor"):
+    for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file", "real_time_factor",
+                "start_paused"):
         assert f'"{arg}"' in source
 
 

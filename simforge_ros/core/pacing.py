@@ -43,6 +43,12 @@ class Pacer:
         """Take ``wall_ns`` as the wall time of simulation time 0 (once step 0 is answered)."""
         self._origin_ns = wall_ns
 
+    def hold(self, held_ns: int) -> None:
+        """The run was held (paused) ``held_ns``: every later deadline moves by as much, so
+        the run does not rush to make the pause up."""
+        if self._origin_ns is not None:
+            self._origin_ns += held_ns
+
     def due_ns(self, t_us: int) -> int | None:
         """The wall time before which simulation time ``t_us`` must not be reached; None
         when unpaced or not started. Rounded up: never a nanosecond early."""

@@ -31,6 +31,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node, NodeNameNonExistentError
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String, UInt64
+from std_srvs.srv import SetBool
 
 from simforge_ros import topics
 from simforge_ros.core.backlog import RecorderBacklog
@@ -127,6 +128,7 @@ class ClockConfig:
     record: bool
     recorder_backlog_steps: int
     real_time_factor: float = 0.0
+    start_paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,20 +154,21 @@ class RunOutcome:
 
 
 def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int = 0,
-                 recorder_pause_ns: int = 0, paced_ns: int = 0) -> dict[str, Any]:
+                 recorder_pause_ns: int = 0, paced_ns: int = 0, held_ns: int = 0) -> dict[str, Any]:
     """The loop's per-step wall times (each step's whole cycle), start-up excluded.
 
     The first min(50, n // 10) steps are left out (scenario load, DDS discovery settling);
     ``finish_ns`` is how long the recorder took to confirm the run after the last step;
     the loop paused ``recorder_pauses`` times for the recorder (core.backlog), in all
     ``recorder_pause_ns`` (inside the step times), and waited ``paced_ns`` in all to keep
-    to ``real_time_factor`` (core.pacing; inside the step times too).
+    to ``real_time_factor`` (core.pacing) and was held ``held_ns`` on /simforge/pause (both
+    inside the step times too).
     """
     skip = min(50, len(cycles_ns) // 10)
     timed = sorted(cycles_ns[skip:])
     out: dict[str, Any] = {"steps": len(cycles_ns), "skipped": skip, "timed": len(timed), "finish_ns": finish_ns,
                            "recorder_pauses": recorder_pauses, "recorder_pause_ns": recorder_pause_ns,
-                           "paced_ns": paced_ns}
+                           "paced_ns": paced_ns, "held_ns": held_ns}
     if timed:
         out.update(
             total_ns=sum(timed), mean_ns=sum(timed) // len(timed), median_ns=timed[len(timed) // 2],
@@ -257,8 +260,13 @@ class ClockMaster:
             record=values["record"],
             recorder_backlog_steps=values["recorder_backlog_steps"],
             real_time_factor=values["real_time_factor"],
+            start_paused=values["start_paused"],
         )
         self._pacer = Pacer(self.config.real_time_factor)
+        self._paused = self.config.start_paused  # held before the next step (/simforge/pause)
+        self._ended = False
+        self._held_ns = 0  # wall time held paused, for the run's wall summary
+        self._pause_srv = self.node.create_service(SetBool, topics.PAUSE_SERVICE, self._on_pause)
         self._clock_pub = self.node.create_publisher(Clock, topics.CLOCK, RECORD_QOS)
         self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
         self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)
@@ -440,6 +448,36 @@ class ClockMaster:
         if time.monotonic() >= wall_deadline:
             raise ParticipantTimeout(step, f"still working after {limit_s:g} s, the limit of a call")
 
+    def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:
+        """/simforge/pause: true holds the run before its next step, false lets it go on.
+        Only the wall clock notices: the steps, and every digest, are the same."""
+        if self._ended:
+            response.success, response.message = False, "the run has ended"
+            return response
+        self._paused = bool(request.data)
+        response.success = True
+        # step 0 (the reset) is never held: a pause before it holds step 1
+        response.message = f"paused before step {max(self._step + 1, 1)}" if self._paused else "running"
+        self.node.get_logger().info(f"{topics.PAUSE_SERVICE}: {response.message}")
+        return response
+
+    def _hold(self, step: int) -> None:
+        """Wait while paused, with the previous step's records out (a viewer sees the
+        world where it stopped); an interrupt or a recorder gone still end the run."""
+        assert self._executor is not None
+        self._flush()
+        self.node.get_logger().info(f"paused before step {step}: {topics.PAUSE_SERVICE} false resumes")
+        start = time.perf_counter_ns()
+        while self._paused:
+            if self.interrupted:
+                raise Aborted(step, self.interrupt_detail)
+            if self.config.record:
+                self._watch_recorder(step)
+            self._executor.spin_once(timeout_sec=WALL_POLL_S)
+        held_ns = time.perf_counter_ns() - start
+        self._held_ns += held_ns
+        self._pacer.hold(held_ns)
+
     def _pace(self, step: int, t_us: int) -> None:
         """With a real_time_factor, wait until simulation time ``t_us`` is due (core.pacing).
         The previous step's records go out first, so a live viewer sees each step when it
@@ -460,8 +498,13 @@ class ClockMaster:
         self._pacer.note_wait(time.perf_counter_ns() - start)
 
     def step(self, request: StepRequest) -> BridgeObservation:
-        if self._pacer.paced and not request.reset:
-            self._pace(request.step, request.t_us)
+        if not request.reset:
+            if self._paused:
+                self._hold(request.step)
+            if self._pacer.paced:
+                self._pace(request.step, request.t_us)
+                if self._paused:  # a pause that came during the pace holds this step too
+                    self._hold(request.step)
         msg = self._msgs.step  # every field is set below; call_async serialises at once
         msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us
         msg.seed, msg.reset = request.seed, request.reset
@@ -654,6 +697,7 @@ class ClockMaster:
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
+        self._ended = True
         try:
             self._flush()  # the last step's records (or a refused run's last /clock and state)
         except Refusal as err:
@@ -685,7 +729,7 @@ class ClockMaster:
         state = "refused" if refusal is not None else "counted"
         self._publish_status(state, progress.steps_done, refusal)
         wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start,
-                            self._pauses, self._pause_ns, self._pacer.waited_ns)
+                            self._pauses, self._pause_ns, self._pacer.waited_ns, self._held_ns)
         return RunOutcome(state, refusal, progress.steps_done, chain, wall)
 
 

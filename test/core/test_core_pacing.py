@@ -71,3 +71,12 @@ def test_a_factor_that_is_not_a_finite_number_at_least_0_is_refused_by_name(bad:
     with pytest.raises(ConfigError) as err:
         Pacer(bad)  # type: ignore[arg-type]
     assert "real_time_factor" in str(err.value) and "a finite number >= 0" in str(err.value)
+
+
+def test_a_hold_moves_every_later_deadline_so_a_pause_is_not_rushed_back() -> None:
+    pacer = Pacer(1.0)
+    pacer.hold(5 * MS)  # not started: nothing to move
+    pacer.start(0)
+    pacer.hold(500 * MS)
+    assert pacer.due_ns(100_000) == 600 * MS
+    assert pacer.wait_ns(200_000, 650 * MS) == 50 * MS

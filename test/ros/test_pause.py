@@ -1,0 +1,115 @@
+"""/simforge/pause (std_srvs/SetBool) and clock_master.start_paused over real ROS 2: a held
+run stays at its step, goes on when resumed, and computes exactly what a run never held does."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from runs import lockstep
+
+from simforge_ros import topics
+from simforge_ros.isolation import lease_domain
+
+pytestmark = pytest.mark.ros
+
+STEPS = 10
+DECISION_S = 0.1
+HELD_S = 0.6
+
+
+class Controller(threading.Thread):
+    """What a user at `ros2 service call /simforge/pause ...` and `ros2 topic echo /clock`
+    does, from a context of its own in the run's domain."""
+
+    def __init__(self, domain_id: int) -> None:
+        super().__init__(daemon=True)
+        self.domain_id = domain_id
+        self.clocks: list[float] = []  # /clock as it came, seconds
+        self.answers: list[tuple[bool, str]] = []
+        self.held_at: list[float] = []  # the latest /clock after each hold of HELD_S
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._control()
+        except BaseException as err:  # noqa: BLE001 - reported by the test
+            self.error = err
+
+    def _control(self) -> None:
+        import rclpy
+        from rclpy.executors import SingleThreadedExecutor
+        from rclpy.node import Node
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from rosgraph_msgs.msg import Clock
+        from std_srvs.srv import SetBool
+
+        context = rclpy.Context()
+        rclpy.init(context=context, domain_id=self.domain_id)
+        try:
+            node = Node("pause_controller", context=context)
+            executor = SingleThreadedExecutor(context=context)
+            executor.add_node(node)
+
+            def on_clock(msg: Any) -> None:
+                self.clocks.append(msg.clock.sec + msg.clock.nanosec / 1e9)
+
+            node.create_subscription(Clock, topics.CLOCK, on_clock,
+                                     QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE))
+            client = node.create_client(SetBool, topics.PAUSE_SERVICE)
+
+            def spin_for(seconds: float) -> None:
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    executor.spin_once(timeout_sec=0.01)
+
+            def until(done: Any, limit_s: float, what: str) -> None:
+                end = time.monotonic() + limit_s
+                while not done():
+                    assert time.monotonic() < end, what
+                    executor.spin_once(timeout_sec=0.01)
+
+            def call(data: bool) -> None:
+                future = client.call_async(SetBool.Request(data=data))
+                until(future.done, 10.0, "no answer from /simforge/pause")
+                self.answers.append((future.result().success, future.result().message))
+
+            until(lambda: client.service_is_ready() and self.clocks, 60.0, "the run never reached t(0)")
+            spin_for(HELD_S)  # started paused: held at t(0)
+            self.held_at.append(max(self.clocks))
+            call(False)
+            until(lambda: max(self.clocks) >= 2 * DECISION_S, 30.0, "the run did not go on")
+            call(True)
+            spin_for(HELD_S)
+            self.held_at.append(max(self.clocks))
+            call(False)
+            until(lambda: max(self.clocks) >= (STEPS - 1) * DECISION_S - 1e-9, 30.0, "the run did not end")
+            node.destroy_node()
+        finally:
+            rclpy.shutdown(context=context)
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_path, monkeypatch, layout):
+    reference = lockstep(tmp_path, steps=STEPS, layout=layout)
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))  # the run joins the controller's domain
+        controller = Controller(lease.domain_id)
+        controller.start()
+        # paced at real time, so that the hold in the middle lands well before the end
+        held = lockstep(tmp_path, steps=STEPS, layout=layout,
+                        sets={"clock_master": {"start_paused": True, "real_time_factor": 1.0}})
+        controller.join(timeout=60)
+    assert controller.error is None, controller.error
+    assert held.status == reference.status == "counted", held.refusal
+    assert held.chain_digest == reference.chain_digest and held.frames_digest == reference.frames_digest
+    assert [ok for ok, _ in controller.answers] == [True, True, True]
+    assert controller.answers[0][1] == "running"
+    paused_before = int(controller.answers[1][1].removeprefix("paused before step "))
+    # held at t(0) first, then at the step before the one the pause named: no step went by
+    assert controller.held_at == [0.0, pytest.approx((paused_before - 1) * DECISION_S)]
+    assert controller.clocks == sorted(controller.clocks)
+    # each hold lasts from the step it holds (up to a paced step after the call) to the resume
+    assert held.wall is not None and held.wall["held_ns"] >= 2 * (HELD_S - DECISION_S) * 1e9 * 0.8
