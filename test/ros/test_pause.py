@@ -3,8 +3,13 @@ run stays at its step, goes on when resumed, and computes exactly what a run nev
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -113,3 +118,49 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
     assert controller.clocks == sorted(controller.clocks)
     # each hold lasts from the step it holds (up to a paced step after the call) to the resume
     assert held.wall is not None and held.wall["held_ns"] >= 2 * (HELD_S - DECISION_S) * 1e9 * 0.8
+
+
+def _simforge(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("simforge")
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
+    """What a user without ros2cli (the PyPI wheels) types instead of `ros2 service call`."""
+    exe = Path(sys.executable).with_name("simforge")
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "10", "--json",
+                                "--out", str(tmp_path / "runs"), "--set", "clock_master.start_paused=true"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            held = _simforge("pause", "--wait-s", "60", env=env)
+            assert (held.returncode, held.stdout.strip()) == (0, "paused before step 1"), held.stderr
+            resumed = _simforge("pause", "--resume", "--wait-s", "60", env=env)
+            assert (resumed.returncode, resumed.stdout.strip()) == (0, "running"), resumed.stderr
+            out, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+        assert run.returncode == 0, err
+        assert json.loads(out)["status"] == "counted"
+        assert f"on ROS_DOMAIN_ID={lease.domain_id}" in err  # the run said where to resume it
+        gone = _simforge("pause", "--wait-s", "0.5", env=env)
+    assert gone.returncode == 1
+    assert f"no /simforge/pause in ROS_DOMAIN_ID={lease.domain_id} within 0.5 s" in gone.stderr
+    assert "Traceback" not in gone.stderr
+
+
+@pytest.mark.parametrize(("args", "domain", "needle"), [
+    ((), "", "environment: ROS_DOMAIN_ID: expected the run's domain"),
+    ((), "abc", "ROS_DOMAIN_ID: expected an integer"),
+    (("--wait-s", "0"), "5", "--wait-s: wait_s: expected a number of seconds > 0"),
+])
+def test_simforge_pause_names_what_is_wrong_with_its_input(args, domain, needle):
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+    if domain:
+        env["ROS_DOMAIN_ID"] = domain
+    out = _simforge("pause", *args, env=env)
+    assert out.returncode == 2
+    assert needle in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,91 @@
+"""`simforge pause [--resume]`: hold a running run before its next step, or let it go on.
+
+What `ros2 service call /simforge/pause std_srvs/srv/SetBool "{data: true}"` does on a full
+ROS 2 install, for a machine with the PyPI wheels only (no ros2cli). It joins the run's
+ROS_DOMAIN_ID (from the environment: `simforge run` names it when a run starts held) with
+the localhost discovery the run's nodes use, calls the clock master's service once, and
+prints its answer. Holding touches the wall clock only: the run's steps and digests are
+the same (README, "Watching a run live, holding it").
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from simforge_ros import topics
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
+from simforge_ros.isolation import check_rmw, user_domain
+from simforge_ros.tools import parse, say
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simforge pause",
+        description=f"Hold a running run before its next step ({topics.PAUSE_SERVICE}, std_srvs/SetBool), "
+                    "or with --resume let it go on; in the ROS_DOMAIN_ID of the environment, localhost.",
+    )
+    parser.add_argument("--resume", action="store_true", help="let a held run go on")
+    parser.add_argument("--wait-s", type=float, default=10.0,
+                        help="how long to wait for the run's clock master, in seconds (default 10)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit 0 when the clock master took the call, 1 when no run answered or it had ended,
+    2 on bad usage or environment."""
+    args = parse(build_parser(), argv)
+    if isinstance(args, int):
+        return args
+    try:
+        if not (args.wait_s > 0 and args.wait_s < float("inf")):
+            raise ConfigError.single("--wait-s", "wait_s", "a number of seconds > 0", args.wait_s)
+        text = os.environ.get("ROS_DOMAIN_ID", "").strip()
+        if not text:
+            raise ConfigError.single("environment", "ROS_DOMAIN_ID", "the run's domain (simforge run names it "
+                                     "when a run starts held; set it for the run to choose it)", "unset")
+        domain_id = user_domain(text)
+        check_rmw()
+    except ConfigError as err:
+        say("pause", err)
+        return EXIT_USAGE
+    return _call(domain_id, not args.resume, args.wait_s)
+
+
+def _call(domain_id: int, hold: bool, wait_s: float) -> int:
+    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # as the run's nodes
+    import rclpy
+    from rclpy.node import Node
+    from std_srvs.srv import SetBool
+
+    rclpy.init(args=None, domain_id=domain_id)
+    try:
+        node = Node("simforge_pause")
+        client: Any = node.create_client(SetBool, topics.PAUSE_SERVICE)
+        if not client.wait_for_service(timeout_sec=wait_s):
+            say("pause", f"no {topics.PAUSE_SERVICE} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
+                         "no run is going on there")
+            return EXIT_FAILURE
+        future = client.call_async(SetBool.Request(data=hold))
+        rclpy.spin_until_future_complete(node, future, timeout_sec=wait_s)
+        if not future.done():
+            say("pause", f"no answer from {topics.PAUSE_SERVICE} within {wait_s:g} s")
+            return EXIT_FAILURE
+        answer: Any = future.result()
+        if not answer.success:
+            say("pause", answer.message)
+            return EXIT_FAILURE
+        print(answer.message, flush=True)
+        return 0
+    except KeyboardInterrupt:
+        say("pause", "interrupted")
+        return EXIT_FAILURE
+    finally:
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
