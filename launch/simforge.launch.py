@@ -59,8 +59,8 @@ def generate_launch_description() -> LaunchDescription:
         "steps": ("0", "steps to run; 0 = the whole scenario"),
         "real_time_factor": ("0.0", "simulation seconds a wall second may hold: 1 = real time (to watch the run "
                                     "live), 0 = as fast as the participants answer (clock_master.real_time_factor)"),
-        "start_paused": ("false", "hold the run at t(0) until /simforge/pause (std_srvs/SetBool) is called "
-                                  "with false (clock_master.start_paused)"),
+        "hold_at_step": ("-1", "hold the run once step K is done (0: at t(0)) until /simforge/pause "
+                               "(std_srvs/SetBool) is called with false; -1: never (clock_master.hold_at_step)"),
         "out_dir": ("/tmp/simforge-run", "run directory (must not exist yet)"),
         "run_id": ("launch", "run id"),
         "params_file": (os.path.join(share, "config", "simforge.yaml"), "ROS 2 parameter file"),
@@ -99,6 +99,6 @@ def generate_launch_description() -> LaunchDescription:
                  parameters=[params_file, {"latency_us": cfg["latency_us"], "seed": cfg["seed"],
                                            "steps": cfg["steps"], "run_id": cfg["run_id"],
                                            "real_time_factor": cfg["real_time_factor"],
-                                           "start_paused": cfg["start_paused"]}])
+                                           "hold_at_step": cfg["hold_at_step"]}])
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=clock, on_exit=[EmitEvent(event=Shutdown())]))
     return LaunchDescription([*declared, fastdds, recorder, bridge, bridge_for_torch, driver, clock, end_with_clock])

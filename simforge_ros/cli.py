@@ -198,6 +198,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.real_time_factor is not None and not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
         raise ConfigError.single("--real-time-factor", "real_time_factor",
                                  "a finite number >= 0 (0: unpaced; 1: real time)", args.real_time_factor)
+    if args.hold_at_step is not None and not 0 <= args.hold_at_step <= INT64[1]:
+        raise ConfigError.single("--hold-at-step", "hold_at_step", f"a step in [0, {INT64[1]}]", args.hold_at_step)
     if args.repeat < 1:
         raise ConfigError.single("--repeat", "repeat", "an integer >= 1", args.repeat)
     driver = args.driver if args.driver is not None else options.get("driver", "route")
@@ -210,6 +212,9 @@ def _run(args: argparse.Namespace) -> int:
     sets = _merged_sets(file_sets, _parse_set(args.set))
     if args.real_time_factor is not None:  # the command line's factor wins, as its seed does
         sets.setdefault("clock_master", {})["real_time_factor"] = args.real_time_factor
+    if args.hold_at_step is not None:
+        sets.setdefault("clock_master", {})["hold_at_step"] = args.hold_at_step
+    hold_at = sets.get("clock_master", {}).get("hold_at_step", -1)
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
     seed = args.seed if args.seed is not None else options.get("seed", 0)
     steps = args.steps if args.steps is not None else options.get("steps", 0)
@@ -248,6 +253,9 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {refusal['detail']}", flush=True)
         if result.refusal is not None and result.refusal.get("code") == "aborted":
             break  # interrupted: the remaining --repeat runs are not started
+        if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps - 1:
+            print(f"simforge: note: the run never held (clock_master.hold_at_step {hold_at}): its last step was "
+                  f"{result.steps - 1}, and a run ends after its last step", file=sys.stderr)
         if result.status == "counted":
             for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
                 why = f"the run ended after {result.steps} steps"
@@ -331,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--real-time-factor", type=float, default=None, metavar="FACTOR",
                      help="simulation seconds a wall second may hold: 1 paces the run in real time (to watch "
                           "it live), default 0: as fast as the participants answer; digests are the same")
+    run.add_argument("--hold-at-step", type=int, default=None, metavar="K",
+                     help="hold the run once step K is done (0: at t(0)), until `simforge pause --resume`")
     run.add_argument("--layout", choices=("processes", "single"), default="processes",
                      help="one process per node (default), or all four nodes in one process")
     run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",

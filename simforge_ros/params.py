@@ -75,8 +75,10 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("real_time_factor", "float", 0.0,
                   "simulation seconds a wall second may hold: 0 = unpaced, 1 = no faster than real time",
                   minimum=0),
-        ParamSpec("start_paused", "bool", False,
-                  "hold the run at t(0), after step 0, until resumed on /simforge/pause"),
+        ParamSpec("hold_at_step", "int", -1,
+                  "hold the run once step K is done (0: at t(0); the last step: never) until resumed on "
+                  "/simforge/pause; -1 = never",
+                  minimum=-1),
     ),
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla"),

@@ -232,6 +232,10 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         ConfigError: bad parameters (nothing was started).
     """
     params = node_params(spec)
+    hold_at = params["clock_master"].get("hold_at_step", -1)
+    if spec.steps > 0 and hold_at >= spec.steps - 1:  # a run ends after its last step: never held
+        raise ConfigError.single("run parameters", "clock_master.hold_at_step",
+                                 f"a step before the run's last ({spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
     with contextlib.ExitStack() as held:
         if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
@@ -247,8 +251,8 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             held.enter_context(hold_domain(lease.domain_id, who))
         if spec.driver == EXTERNAL:
             _announce_external_driver(params, lease.domain_id)
-        if params["clock_master"].get("start_paused"):
-            _announce_paused(lease.domain_id)
+        if hold_at >= 0:
+            _announce_paused(hold_at, lease.domain_id)
         if spec.layout == "single":
             return _run_single(spec, params_file, lease, on_step)
         if spec.layout == "processes":
@@ -256,10 +260,11 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
 
 
-def _announce_paused(domain_id: int) -> None:
-    """Tell the user the run will hold at t(0), and how to let it go on."""
-    print(f"simforge: the run holds at t(0) until resumed: a {topics.PAUSE_SERVICE} call (std_srvs/SetBool, "
-          f"data false) on ROS_DOMAIN_ID={domain_id}, localhost", file=sys.stderr, flush=True)
+def _announce_paused(hold_at: int, domain_id: int) -> None:
+    """Tell the user where the run will hold (clock_master.hold_at_step), and how to let it go on."""
+    print(f"simforge: the run holds once step {hold_at} is done until resumed: `simforge pause --resume` or a "
+          f"{topics.PAUSE_SERVICE} call (std_srvs/SetBool, data false) on ROS_DOMAIN_ID={domain_id}, localhost",
+          file=sys.stderr, flush=True)
 
 
 def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

@@ -68,7 +68,7 @@ def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
     }
     assert executables == {("simforge_ros", n) for n in NODE_PARAMS}
     for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file", "real_time_factor",
-                "start_paused"):
+                "hold_at_step"):
         assert f'"{arg}"' in source
 
 

@@ -128,7 +128,7 @@ class ClockConfig:
     record: bool
     recorder_backlog_steps: int
     real_time_factor: float = 0.0
-    start_paused: bool = False
+    hold_at_step: int = -1
 
 
 @dataclass(frozen=True)
@@ -260,10 +260,12 @@ class ClockMaster:
             record=values["record"],
             recorder_backlog_steps=values["recorder_backlog_steps"],
             real_time_factor=values["real_time_factor"],
-            start_paused=values["start_paused"],
+            hold_at_step=values["hold_at_step"],
         )
         self._pacer = Pacer(self.config.real_time_factor)
-        self._paused = self.config.start_paused  # held before the next step (/simforge/pause)
+        self._paused = False  # held before the next step (/simforge/pause)
+        # the step request held by clock_master.hold_at_step (-1: none; step 0 is never held)
+        self._hold_before = self.config.hold_at_step + 1 if self.config.hold_at_step >= 0 else -1
         self._ended = False
         self._held_ns = 0  # wall time held paused, for the run's wall summary
         self._pause_srv = self.node.create_service(SetBool, topics.PAUSE_SERVICE, self._on_pause)
@@ -499,6 +501,8 @@ class ClockMaster:
 
     def step(self, request: StepRequest) -> BridgeObservation:
         if not request.reset:
+            if request.step == self._hold_before:
+                self._paused = True
             if self._paused:
                 self._hold(request.step)
             if self._pacer.paced:

@@ -304,6 +304,11 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--real-time-factor", "fast"], "argument --real-time-factor: invalid float value"),
         (["run", "right_turn", "--set", "clock_master.real_time_factor=-2"],
          "clock_master.real_time_factor: expected a number >= 0"),
+        (["run", "right_turn", "--hold-at-step", "-1"], "--hold-at-step: hold_at_step: expected a step in [0, "),
+        (["run", "right_turn", "--steps", "5", "--hold-at-step", "4"],
+         "clock_master.hold_at_step: expected a step before the run's last (4; -1: never), got 4"),
+        (["run", "right_turn", "--set", "clock_master.hold_at_step=-2"],
+         "clock_master.hold_at_step: expected an integer"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):

@@ -1,4 +1,4 @@
-"""/simforge/pause (std_srvs/SetBool) and clock_master.start_paused over real ROS 2: a held
+"""/simforge/pause (std_srvs/SetBool) and clock_master.hold_at_step over real ROS 2: a held
 run stays at its step, goes on when resumed, and computes exactly what a run never held does."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.ros
 
 STEPS = 10
 DECISION_S = 0.1
+HOLD_AT = 2  # clock_master.hold_at_step
 HELD_S = 0.6
 
 
@@ -82,10 +83,10 @@ class Controller(threading.Thread):
                 self.answers.append((future.result().success, future.result().message))
 
             until(lambda: client.service_is_ready() and self.clocks, 60.0, "the run never reached t(0)")
-            spin_for(HELD_S)  # started paused: held at t(0)
+            spin_for(HELD_S)  # held at step HOLD_AT by the parameter
             self.held_at.append(max(self.clocks))
             call(False)
-            until(lambda: max(self.clocks) >= 2 * DECISION_S, 30.0, "the run did not go on")
+            until(lambda: max(self.clocks) >= (HOLD_AT + 2) * DECISION_S, 30.0, "the run did not go on")
             call(True)
             spin_for(HELD_S)
             self.held_at.append(max(self.clocks))
@@ -105,7 +106,7 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
         controller.start()
         # paced at real time, so that the hold in the middle lands well before the end
         held = lockstep(tmp_path, steps=STEPS, layout=layout,
-                        sets={"clock_master": {"start_paused": True, "real_time_factor": 1.0}})
+                        sets={"clock_master": {"hold_at_step": HOLD_AT, "real_time_factor": 1.0}})
         controller.join(timeout=60)
     assert controller.error is None, controller.error
     assert held.status == reference.status == "counted", held.refusal
@@ -113,8 +114,9 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
     assert [ok for ok, _ in controller.answers] == [True, True, True]
     assert controller.answers[0][1] == "running"
     paused_before = int(controller.answers[1][1].removeprefix("paused before step "))
-    # held at t(0) first, then at the step before the one the pause named: no step went by
-    assert controller.held_at == [0.0, pytest.approx((paused_before - 1) * DECISION_S)]
+    # held at step HOLD_AT first, then at the step before the one the pause named: no step went by
+    assert controller.held_at == [pytest.approx(HOLD_AT * DECISION_S), pytest.approx((paused_before - 1) * DECISION_S)]
+    assert paused_before > HOLD_AT + 1
     assert controller.clocks == sorted(controller.clocks)
     # each hold lasts from the step it holds (up to a paced step after the call) to the resume
     assert held.wall is not None and held.wall["held_ns"] >= 2 * (HELD_S - DECISION_S) * 1e9 * 0.8
@@ -131,7 +133,7 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
     with lease_domain(tmp_path / "lease") as lease:
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
         run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "10", "--json",
-                                "--out", str(tmp_path / "runs"), "--set", "clock_master.start_paused=true"],
+                                "--out", str(tmp_path / "runs"), "--hold-at-step", "0"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             held = _simforge("pause", "--wait-s", "60", env=env)
@@ -145,7 +147,7 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
                 run.communicate()
         assert run.returncode == 0, err
         assert json.loads(out)["status"] == "counted"
-        assert f"on ROS_DOMAIN_ID={lease.domain_id}" in err  # the run said where to resume it
+        assert "holds once step 0 is done until resumed" in err and f"ROS_DOMAIN_ID={lease.domain_id}" in err
         gone = _simforge("pause", "--wait-s", "0.5", env=env)
     assert gone.returncode == 1
     assert f"no /simforge/pause in ROS_DOMAIN_ID={lease.domain_id} within 0.5 s" in gone.stderr
