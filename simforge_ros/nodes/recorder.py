@@ -46,12 +46,14 @@ from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
+    HOST,
     LATCHED_QOS,
     PROGRESS_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
     losing_answer,
+    process_alive,
     publish_node_params,
     run_participant,
     stall_forever,
@@ -105,6 +107,8 @@ _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked b
 # Wall clock: steps.jsonl (and the bag, BackgroundBagWriter.checkpoint) is flushed at the
 # first record and then at most this long after the last flush, so a recorder killed
 # outright loses at most that much of what it chained (`simforge salvage` reads the rest).
+# A record chained after a flush is flushed by the progress timer once this has gone by,
+# also when no step follows (a run held on /simforge/pause, a participant working long).
 _STEPS_FLUSH_S = 0.2
 # Progress reports on topics.RECORDED: every quarter of the clock master's
 # recorder_backlog_steps (read from its latched parameters, which come before step 0),
@@ -113,8 +117,10 @@ _STEPS_FLUSH_S = 0.2
 _PROGRESS_S = 0.05
 # Wall clock: how long the recorder stays after answering Finish when the clock master's
 # final status (sent once the answer has reached it) does not come: an answer lost on its
-# way is asked for again after 1 s, then 2 s more (ClockMaster._call).
-_LINGER_S = 5.0
+# way is asked for again after 1 s, then 2 s more (ClockMaster._call). Below the 5 s that
+# `simforge run` gives every node to exit after the clock master: at 5 s, a recorder that
+# missed the status (1 run in some hundreds) was refused as still running.
+_LINGER_S = 3.0
 # One encoder for every steps.jsonl line: json.dumps with keyword arguments builds a new
 # one per call (21 against 15.5 µs a record here; the same text, a record holds no cycles).
 _RECORD_JSON = json.JSONEncoder(sort_keys=True, check_circular=False)
@@ -149,6 +155,7 @@ class Recorder:
         self._bag.open()
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
         self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
+        self._unflushed = False  # records written since the last flush
         self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
         self._step_ns = array("q")  # wall_step_ns per step, for the manifest's summary
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
@@ -166,6 +173,8 @@ class Recorder:
         self._progress: Future | None = None
         self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
         self._written = False
+        self._look_at = 0.0  # time.monotonic() of the next look at the clock master's process
+        self._ended_unsaid = True
         self._failure: str | None = None  # why writing the record failed (see _fail)
         self._failure_pub = self.node.create_publisher(String, topics.RECORDER_FAILURE, LATCHED_QOS)
         self._finishing: Future | None = None  # the Finish answer, once under way (see _on_finish)
@@ -215,7 +224,7 @@ class Recorder:
         self._progress_msg = UInt64()
         self._reported = 0  # steps chained at the last progress report
         self._progress_every = 1  # until the clock master's parameters say otherwise
-        self._progress_timer = steady_timer(self.node, _PROGRESS_S, self._report_progress)
+        self._progress_timer = steady_timer(self.node, _PROGRESS_S, self._on_progress_timer)
         # Finish is offered last: the clock master starts stepping when it sees it. By then
         # every per-step topic's reader has matched its writer (the clock master publishes
         # them all; a service seen proves nothing about the topics, discovery matches each
@@ -229,11 +238,33 @@ class Recorder:
 
     @property
     def finished(self) -> bool:
-        """Finish answered, and the clock master's final status here (or _LINGER_S gone by):
-        until the answer has reached the clock master, it may ask again."""
+        """Finish answered, and the clock master's final status here, or its process gone
+        (it asks nothing more), or _LINGER_S gone by: until the answer has reached the clock
+        master, it may ask again."""
         if self._answered_at is None:
             return False
-        return self._final or time.monotonic() - self._answered_at >= _LINGER_S
+        if self._final:
+            return True
+        now = time.monotonic()
+        if now >= self._look_at:
+            self._look_at = now + 0.1
+            process = (self._nodes.get("clock_master") or {}).get("process") or {}
+            pid = process.get("pid")
+            if isinstance(pid, int) and process.get("host") == HOST and not process_alive(pid):
+                self._say_end(f"the clock master (pid {pid}) has exited")
+                return True
+        if now - self._answered_at >= _LINGER_S:
+            self._say_end(f"{_LINGER_S:g} s have gone by since Finish was answered")
+            return True
+        return False
+
+    def _say_end(self, why: str) -> None:
+        """Why the recorder ends without the run's final status (once)."""
+        if not self._ended_unsaid:
+            return
+        self._ended_unsaid = False
+        with contextlib.suppress(OSError):
+            print(f"{NAME}: the run's final status never came here; ending: {why}", file=sys.stderr, flush=True)
 
     def _on_final(self, _status: Any) -> None:
         self._final = True
@@ -409,13 +440,30 @@ class Recorder:
         if completed:
             now = time.monotonic()
             if now >= self._flush_at:
-                self._steps_file.flush()
-                self._bag.checkpoint()  # the bag's messages so far into its file too (record.salvage)
-                self._flush_at = now + _STEPS_FLUSH_S
+                self._flush_record(now)
+            else:
+                self._unflushed = True
             if self.assembler.steps_done - self._reported >= self._progress_every:
                 self._report_progress()
         if (completed or side_done) and self._progress is not None and not self._progress.done():
             self._progress.set_result(True)
+
+    def _flush_record(self, now: float) -> None:
+        """steps.jsonl and the bag's messages so far into their files (record.salvage)."""
+        self._steps_file.flush()
+        self._bag.checkpoint()
+        self._flush_at = now + _STEPS_FLUSH_S
+        self._unflushed = False
+
+    def _on_progress_timer(self) -> None:
+        self._report_progress()
+        if self._unflushed and not self._written and self._failure is None:
+            now = time.monotonic()
+            if now >= self._flush_at:
+                try:
+                    self._flush_record(now)
+                except (BagError, OSError) as err:
+                    self._fail(err)
 
     def _report_progress(self) -> None:
         """Tell the clock master how many steps are chained (see core.backlog)."""
