@@ -7,7 +7,10 @@ faults, every --set), so the rerun asks the same, in the layout the run used (on
 when all its nodes named one pid; --layout overrides: both layouts give the same digest).
 The rerun is a new run directory next to the kept one; the kept one is never touched. A
 refused run repeats when the rerun is refused with the same code at the same step over the
-same chain: the failure reproduces.
+same chain: the failure reproduces. Two wall-clock settings are not taken from the kept run:
+a rerun is not paced (clock_master.real_time_factor) and does not hold at a step
+(hold_at_step) unless asked here, so a rerun never waits for someone to resume it; neither
+changes a digest.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
@@ -23,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import parse, say
@@ -130,6 +134,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--layout", choices=LAYOUTS, default=None,
                         help="default: the layout the kept run used (both give the same digest)")
     parser.add_argument("--out", type=Path, default=None, help="directory for the new run (default: the kept run's)")
+    parser.add_argument("--real-time-factor", type=float, default=0.0, metavar="F",
+                        help="pace the rerun (1: real time, to watch it live); default 0, whatever the kept run's")
+    parser.add_argument("--hold-at-step", type=int, default=-1, metavar="K",
+                        help="hold the rerun once step K is done, until `simforge pause --resume`; "
+                             "default: never, whatever the kept run's")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -144,7 +153,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args
     try:
         kept = load_run(args.run)
+        if not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
+            raise ConfigError.single("--real-time-factor", "real_time_factor",
+                                     "a finite number >= 0 (0: unpaced; 1: real time)", args.real_time_factor)
+        if args.hold_at_step < -1:
+            raise ConfigError.single("--hold-at-step", "hold_at_step", "a step >= 0 (-1: never)", args.hold_at_step)
         params = read_params(kept.path / PARAMS)
+        # wall-clock settings of this rerun's own (validated with the rest by the runner)
+        params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
         out_dir = ((args.out or kept.path.parent) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))

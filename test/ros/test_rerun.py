@@ -5,6 +5,8 @@ tool names the first differing step and the setting that moved."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,32 @@ def test_a_rerun_whose_camera_info_differs_did_not_repeat(tmp_path):
     assert text.returncode == 1
     assert "did not repeat: every recorded step is the same (10), but camera front: the rerun's camera_info" \
            in text.stdout
+
+
+def test_a_rerun_is_neither_paced_nor_held_unless_asked(tmp_path):
+    """A kept run watched live (paced, held at a step) reruns unattended: a rerun that held
+    would wait for someone to resume it, and one paced at 0.01 would take a minute."""
+    kept = lockstep(tmp_path / "runs", steps=6, layout="single")
+    params = Path(kept.run_dir) / "params.yaml"
+    doc = yaml.safe_load(params.read_text())
+    doc["clock_master"]["ros__parameters"].update(real_time_factor=0.01, hold_at_step=2)
+    params.write_text(yaml.safe_dump(doc))
+    out = subprocess.run([str(Path(sys.executable).with_name("simforge")), "rerun", kept.run_dir, "--json"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["repeated"] is True
+    rerun = yaml.safe_load((Path(result["rerun"]["run_dir"]) / "params.yaml").read_text())
+    clock = rerun["clock_master"]["ros__parameters"]
+    assert (clock["real_time_factor"], clock["hold_at_step"]) == (0.0, -1)
+    assert "holds once step" not in out.stderr
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("--real-time-factor", "-1"), "--real-time-factor: real_time_factor: expected a finite number >= 0"),
+    (("--hold-at-step", "-3"), "--hold-at-step: hold_at_step: expected a step >= 0 (-1: never), got -3"),
+])
+def test_a_rerun_names_a_bad_wall_clock_setting(tmp_path, args, needle):
+    kept = lockstep(tmp_path / "runs", steps=3, layout="single")
+    out = simforge("rerun", kept.run_dir, *args, cwd=tmp_path)
+    assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
