@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,8 +70,21 @@ def _call(domain_id: int, hold: bool, wait_s: float) -> int:
             say("pause", f"no {topics.PAUSE_SERVICE} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
                          "no run is going on there")
             return EXIT_FAILURE
-        future = client.call_async(SetBool.Request(data=hold))
-        rclpy.spin_until_future_complete(node, future, timeout_sec=wait_s)
+        # An answer can be lost while discovery is still matching the service's endpoints
+        # (see ClockMaster._call): unanswered, the request goes again after 1 s, then 2, ...
+        # Asking twice is harmless: the clock master is held or not, as the last call says.
+        request = SetBool.Request(data=hold)
+        wall_deadline = time.monotonic() + wait_s
+        resend_s = 1.0
+        sent = [client.call_async(request)]
+        while True:
+            left_s = max(0.0, wall_deadline - time.monotonic())
+            rclpy.spin_until_future_complete(node, sent[-1], timeout_sec=min(resend_s, left_s))
+            future = next((f for f in sent if f.done()), sent[-1])
+            if future.done() or time.monotonic() >= wall_deadline:
+                break
+            sent.append(client.call_async(request))
+            resend_s *= 2
         if not future.done():
             say("pause", f"no answer from {topics.PAUSE_SERVICE} within {wait_s:g} s")
             return EXIT_FAILURE
