@@ -356,29 +356,47 @@ GONE_POLL_S = 0.1
 
 
 class ClockMasterGone:
-    """Whether the run's status writer (the clock master's) was seen on the graph and is now
-    gone: the run is over, whether or not its final status reached this node.
+    """Whether the clock master has left: its process (on this host, named by its latched
+    parameters) has exited, or its status writer was seen on the graph and is now gone. The
+    run is over then, whether or not its final status reached this node (``why`` says which).
 
     Every participant ends on that final status. In two runs of some hundreds (the demo,
     a full test suite) a driver never heard it, kept spinning, and the runner refused the
     counted run because the driver was still there 5 s later; the clock master had waited
     for every matched reader to acknowledge the status. A clock master that leaves cleanly
-    announces its writer's removal, so this ends such a participant all the same.
+    announces its writer's removal, which ends such a participant all the same; but a
+    recorder that missed the status was once still there 5 s later without having seen the
+    writer go, so the process is looked at too.
     """
 
     def __init__(self, node: Node) -> None:
         self._node = node
         self._seen = False
         self._next_look = 0.0  # time.monotonic() of the next look at the graph
+        self._pid: int | None = None  # the clock master's, on this host, from its parameters
+        self.why = ""
+        self._params_sub = watch_node_params(node, self._on_params)
+
+    def _on_params(self, info: dict[str, Any]) -> None:
+        process = info.get("process")
+        if info.get("node") == "clock_master" and isinstance(process, dict):
+            pid = process.get("pid")
+            if isinstance(pid, int) and process.get("host") == HOST and pid != os.getpid():
+                self._pid = pid
 
     def __call__(self) -> bool:
         now = time.monotonic()
         if now < self._next_look:
             return False
         self._next_look = now + GONE_POLL_S
+        if self._pid is not None and not process_alive(self._pid):
+            self.why = f"its process (pid {self._pid}) has exited"
+            return True
         if self._node.count_publishers(topics.STATUS):
             self._seen = True
             return False
+        if self._seen:
+            self.why = "its status writer has left the graph"
         return self._seen
 
 
@@ -422,8 +440,8 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             gone = ClockMasterGone(shell.node)
             spin_until(executor, lambda: stop["signal"] or shell.finished or gone())
             if not (stop["signal"] or shell.finished):
-                print(f"{node_name}: the clock master has left and its final status never came here; ending",
-                      file=sys.stderr, flush=True)
+                print(f"{node_name}: the clock master has left ({gone.why}) and its final status never came "
+                      "here; ending", file=sys.stderr, flush=True)
             # let the last answers and publications leave before the node goes away
             spin_until(executor, lambda: False, 0.2)
         finally:

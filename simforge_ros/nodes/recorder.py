@@ -46,14 +46,12 @@ from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
-    HOST,
     LATCHED_QOS,
     PROGRESS_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
     losing_answer,
-    process_alive,
     publish_node_params,
     run_participant,
     stall_forever,
@@ -173,7 +171,6 @@ class Recorder:
         self._progress: Future | None = None
         self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
         self._written = False
-        self._look_at = 0.0  # time.monotonic() of the next look at the clock master's process
         self._ended_unsaid = True
         self._failure: str | None = None  # why writing the record failed (see _fail)
         self._failure_pub = self.node.create_publisher(String, topics.RECORDER_FAILURE, LATCHED_QOS)
@@ -238,33 +235,21 @@ class Recorder:
 
     @property
     def finished(self) -> bool:
-        """Finish answered, and the clock master's final status here, or its process gone
-        (it asks nothing more), or _LINGER_S gone by: until the answer has reached the clock
-        master, it may ask again."""
+        """Finish answered, and the clock master's final status here (or _LINGER_S gone by):
+        until the answer has reached the clock master, it may ask again. (A clock master
+        that has left ends the recorder too: nodes.common.ClockMasterGone.)"""
         if self._answered_at is None:
             return False
         if self._final:
             return True
-        now = time.monotonic()
-        if now >= self._look_at:
-            self._look_at = now + 0.1
-            process = (self._nodes.get("clock_master") or {}).get("process") or {}
-            pid = process.get("pid")
-            if isinstance(pid, int) and process.get("host") == HOST and not process_alive(pid):
-                self._say_end(f"the clock master (pid {pid}) has exited")
-                return True
-        if now - self._answered_at >= _LINGER_S:
-            self._say_end(f"{_LINGER_S:g} s have gone by since Finish was answered")
-            return True
-        return False
-
-    def _say_end(self, why: str) -> None:
-        """Why the recorder ends without the run's final status (once)."""
-        if not self._ended_unsaid:
-            return
-        self._ended_unsaid = False
-        with contextlib.suppress(OSError):
-            print(f"{NAME}: the run's final status never came here; ending: {why}", file=sys.stderr, flush=True)
+        if time.monotonic() - self._answered_at < _LINGER_S:
+            return False
+        if self._ended_unsaid:  # said once: the participant's loop asks again before it ends
+            self._ended_unsaid = False
+            with contextlib.suppress(OSError):
+                print(f"{NAME}: the run's final status never came here; ending {_LINGER_S:g} s after answering "
+                      "Finish", file=sys.stderr, flush=True)
+        return True
 
     def _on_final(self, _status: Any) -> None:
         self._final = True

@@ -1,18 +1,24 @@
 """A stand-in for a clock master that leaves without its final status: it offers
 /simforge/status (latched, as the clock master does), says the run is running, and after
-`--seconds` goes away without saying how it ended."""
+`--seconds` goes away without saying how it ended. With `--vanish` it also publishes its
+latched parameters as the clock master (naming its process, as publish_node_params does)
+and its process ends without taking its node off the graph, as a process that is killed
+or stuck in teardown does: only its process's end tells that it has left."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import time
 
 import rclpy
 from rclpy.node import Node
 from simforge_ros.msg import RunStatus
+from std_msgs.msg import String
 
 from simforge_ros import topics
-from simforge_ros.nodes.common import LATCHED_QOS
+from simforge_ros.nodes.common import HOST, LATCHED_QOS
 
 
 def main() -> int:
@@ -21,6 +27,13 @@ def main() -> int:
     node = Node("status_writer")
     writer = node.create_publisher(RunStatus, topics.STATUS, LATCHED_QOS)
     writer.publish(RunStatus(run_id="gone", state="running"))
+    if "--vanish" in sys.argv:
+        params = node.create_publisher(String, topics.NODE_PARAMS, LATCHED_QOS)
+        params.publish(String(data=json.dumps({"node": "clock_master", "params": {},
+                                               "process": {"pid": os.getpid(), "host": HOST}})))
+        time.sleep(seconds)
+        print("status writer gone", flush=True)
+        os._exit(0)  # no teardown: the graph still holds the writer until its lease runs out
     time.sleep(seconds)
     node.destroy_node()
     rclpy.shutdown()

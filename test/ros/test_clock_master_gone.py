@@ -17,12 +17,22 @@ pytestmark = pytest.mark.ros
 WRITER = Path(__file__).with_name("status_writer.py")
 
 
-@pytest.mark.parametrize("node", ["driver", "sim_bridge"])
-def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tmp_path, node):
+@pytest.mark.parametrize(("node", "how", "why"), [
+    ("driver", "leaves", "its status writer has left the graph"),
+    ("sim_bridge", "leaves", "its status writer has left the graph"),
+    ("driver", "vanishes", "its process (pid {pid}) has exited"),
+    ("recorder", "vanishes", "its process (pid {pid}) has exited"),
+])
+def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tmp_path, node, how, why):
+    """``leaves``: the stand-in takes its node off the graph; ``vanishes``: its process ends
+    without that (killed, or stuck in teardown), and the graph would hold its writer until
+    the lease runs out, long past the runner's grace."""
     env = dict(ros_lease.env)
-    participant = subprocess.Popen([sys.executable, "-m", f"simforge_ros.nodes.{node}"], env=env, cwd=tmp_path,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    writer = subprocess.Popen([sys.executable, str(WRITER), "--seconds", "4"], env=env, cwd=tmp_path,
+    args = ["--ros-args", "-p", f"out_dir:={tmp_path / 'run'}"] if node == "recorder" else []
+    participant = subprocess.Popen([sys.executable, "-m", f"simforge_ros.nodes.{node}", *args], env=env,
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    vanish = ["--vanish"] if how == "vanishes" else []
+    writer = subprocess.Popen([sys.executable, str(WRITER), "--seconds", "4", *vanish], env=env, cwd=tmp_path,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         time.sleep(3.0)
@@ -33,7 +43,8 @@ def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tm
         out, _ = participant.communicate(timeout=30)
         assert time.monotonic() - left < 5.0  # well within the runner's 5 s grace
         assert participant.returncode == 0, out
-        assert f"{node}: the clock master has left and its final status never came here; ending" in out
+        said = f"{node}: the clock master has left ({why.format(pid=writer.pid)}) and its final status never came"
+        assert said in out, out
         assert "Traceback" not in out
     finally:
         for proc in (participant, writer):
