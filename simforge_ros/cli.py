@@ -56,7 +56,7 @@ _TOOLS = (
     ("salvage", "simforge_ros.record.salvage", "make a usable run of one whose recorder was killed"),
     ("probe-driver", "simforge_ros.drivers.probe", "is the torch planner deterministic? one input, many calls"),
     ("render", "simforge_ros.engine.snapshot", "write camera and top-down PNGs of a scenario at a step"),
-    ("pause", "simforge_ros.pause_client", "hold a running run before its next step, or --resume it"),
+    ("pause", "simforge_ros.pause_client", "hold a running run before its next step, --resume it, or --step it"),
     ("bench", "simforge_ros.bench", "measure the lockstep loop against the transport floor"),
     ("carla-map", "simforge_ros.backends.carla_map",
      "a CARLA server's spawn points and traffic lights, in the map frame a scenario is written in"),

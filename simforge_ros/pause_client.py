@@ -1,7 +1,9 @@
-"""`simforge pause [--resume]`: hold a running run before its next step, or let it go on.
+"""`simforge pause [--resume | --step]`: hold a running run before its next step, let it go
+on, or let a held run do one more step.
 
-What `ros2 service call /simforge/pause std_srvs/srv/SetBool "{data: true}"` does on a full
-ROS 2 install, for a machine with the PyPI wheels only (no ros2cli). It joins the run's
+What `ros2 service call /simforge/pause std_srvs/srv/SetBool "{data: true}"` (and
+`/simforge/advance std_srvs/srv/Trigger`) does on a full ROS 2 install, for a machine with
+the PyPI wheels only (no ros2cli). It joins the run's
 ROS_DOMAIN_ID (from the environment: `simforge run` names it when a run starts held) with
 the localhost discovery the run's nodes use, calls the clock master's service once, and
 prints its answer. Holding touches the wall clock only: the run's steps and digests are
@@ -27,9 +29,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simforge pause",
         description=f"Hold a running run before its next step ({topics.PAUSE_SERVICE}, std_srvs/SetBool), "
-                    "or with --resume let it go on; in the ROS_DOMAIN_ID of the environment, localhost.",
+                    f"with --resume let it go on, with --step let a held one do one step ({topics.ADVANCE_SERVICE}, "
+                    "std_srvs/Trigger); in the ROS_DOMAIN_ID of the environment, localhost.",
     )
-    parser.add_argument("--resume", action="store_true", help="let a held run go on")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--resume", action="store_true", help="let a held run go on")
+    what.add_argument("--step", action="store_true", help="let a held run do one more step, then hold again")
     parser.add_argument("--wait-s", type=float, default=10.0,
                         help="how long to wait for the run's clock master, in seconds (default 10)")
     return parser
@@ -53,27 +58,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         say("pause", err)
         return EXIT_USAGE
-    return _call(domain_id, not args.resume, args.wait_s)
+    return _call(domain_id, "step" if args.step else "resume" if args.resume else "hold", args.wait_s)
 
 
-def _call(domain_id: int, hold: bool, wait_s: float) -> int:
+def _call(domain_id: int, what: str, wait_s: float) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # as the run's nodes
     import rclpy
     from rclpy.node import Node
-    from std_srvs.srv import SetBool
+    from std_srvs.srv import SetBool, Trigger
 
     rclpy.init(args=None, domain_id=domain_id)
     try:
         node = Node("simforge_pause")
-        client: Any = node.create_client(SetBool, topics.PAUSE_SERVICE)
+        service = topics.ADVANCE_SERVICE if what == "step" else topics.PAUSE_SERVICE
+        client: Any = node.create_client(Trigger if what == "step" else SetBool, service)
         if not client.wait_for_service(timeout_sec=wait_s):
-            say("pause", f"no {topics.PAUSE_SERVICE} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
+            say("pause", f"no {service} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
                          "no run is going on there")
             return EXIT_FAILURE
         # An answer can be lost while discovery is still matching the service's endpoints
         # (see ClockMaster._call): unanswered, the request goes again after 1 s, then 2, ...
-        # Asking twice is harmless: the clock master is held or not, as the last call says.
-        request = SetBool.Request(data=hold)
+        # Asking twice is harmless for hold and resume: the clock master is held or not, as
+        # the last call says. A step asked twice could be two steps: it is not sent again.
+        request = Trigger.Request() if what == "step" else SetBool.Request(data=what == "hold")
         wall_deadline = time.monotonic() + wait_s
         resend_s = 1.0
         sent = [client.call_async(request)]
@@ -83,10 +90,12 @@ def _call(domain_id: int, hold: bool, wait_s: float) -> int:
             future = next((f for f in sent if f.done()), sent[-1])
             if future.done() or time.monotonic() >= wall_deadline:
                 break
+            if what == "step":
+                continue
             sent.append(client.call_async(request))
             resend_s *= 2
         if not future.done():
-            say("pause", f"no answer from {topics.PAUSE_SERVICE} within {wait_s:g} s")
+            say("pause", f"no answer from {service} within {wait_s:g} s")
             return EXIT_FAILURE
         answer: Any = future.result()
         if not answer.success:

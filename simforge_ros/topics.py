@@ -40,6 +40,8 @@ FINISH_SERVICE = "/simforge/finish"
 # std_srvs/SetBool on the clock master: true holds the run before its next step (the world
 # stays at the last step's time, its records out), false lets it go on; wall time only
 PAUSE_SERVICE = "/simforge/pause"
+# std_srvs/Trigger on the clock master: a held run does one more step, then holds again
+ADVANCE_SERVICE = "/simforge/advance"
 
 
 def image_topic(camera: str) -> str:

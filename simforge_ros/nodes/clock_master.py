@@ -31,7 +31,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node, NodeNameNonExistentError
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String, UInt64
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from simforge_ros import topics
 from simforge_ros.core.backlog import RecorderBacklog
@@ -264,11 +264,13 @@ class ClockMaster:
         )
         self._pacer = Pacer(self.config.real_time_factor)
         self._paused = False  # held before the next step (/simforge/pause)
+        self._released = 0  # steps a held run may still do before it holds again (/simforge/advance)
         # the step request held by clock_master.hold_at_step (-1: none; step 0 is never held)
         self._hold_before = self.config.hold_at_step + 1 if self.config.hold_at_step >= 0 else -1
         self._ended = False
         self._held_ns = 0  # wall time held paused, for the run's wall summary
         self._pause_srv = self.node.create_service(SetBool, topics.PAUSE_SERVICE, self._on_pause)
+        self._advance_srv = self.node.create_service(Trigger, topics.ADVANCE_SERVICE, self._on_advance)
         self._clock_pub = self.node.create_publisher(Clock, topics.CLOCK, RECORD_QOS)
         self._timing_pub = self.node.create_publisher(StepTiming, topics.TIMING, RECORD_QOS)
         self._action_pub = self.node.create_publisher(DriverAction, topics.ACTION, RECORD_QOS)
@@ -457,10 +459,25 @@ class ClockMaster:
             response.success, response.message = False, "the run has ended"
             return response
         self._paused = bool(request.data)
+        self._released = 0
         response.success = True
         # step 0 (the reset) is never held: a pause before it holds step 1
         response.message = f"paused before step {max(self._step + 1, 1)}" if self._paused else "running"
         self.node.get_logger().info(f"{topics.PAUSE_SERVICE}: {response.message}")
+        return response
+
+    def _on_advance(self, _request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        """/simforge/advance: a held run does one more step, then holds again (called n
+        times, n more steps)."""
+        if self._ended:
+            response.success, response.message = False, "the run has ended"
+        elif not self._paused:
+            response.success, response.message = False, f"the run is not held ({topics.PAUSE_SERVICE} true holds it)"
+        else:
+            self._released += 1
+            response.success = True
+            response.message = f"holds again before step {max(self._step + 1, 1) + self._released}"
+            self.node.get_logger().info(f"{topics.ADVANCE_SERVICE}: {response.message}")
         return response
 
     def _hold(self, step: int) -> None:
@@ -468,14 +485,17 @@ class ClockMaster:
         world where it stopped); an interrupt or a recorder gone still end the run."""
         assert self._executor is not None
         self._flush()
-        self.node.get_logger().info(f"paused before step {step}: {topics.PAUSE_SERVICE} false resumes")
+        self.node.get_logger().info(f"paused before step {step}: {topics.PAUSE_SERVICE} false resumes, "
+                                    f"{topics.ADVANCE_SERVICE} does one step")
         start = time.perf_counter_ns()
-        while self._paused:
+        while self._paused and not self._released:
             if self.interrupted:
                 raise Aborted(step, self.interrupt_detail)
             if self.config.record:
                 self._watch_recorder(step)
             self._executor.spin_once(timeout_sec=WALL_POLL_S)
+        if self._released:  # this one step goes; the run is still held before the next
+            self._released -= 1
         held_ns = time.perf_counter_ns() - start
         self._held_ns += held_ns
         self._pacer.hold(held_ns)
@@ -503,11 +523,12 @@ class ClockMaster:
         if not request.reset:
             if request.step == self._hold_before:
                 self._paused = True
-            if self._paused:
+            held = self._paused
+            if held:
                 self._hold(request.step)
             if self._pacer.paced:
                 self._pace(request.step, request.t_us)
-                if self._paused:  # a pause that came during the pace holds this step too
+                if self._paused and not held:  # a pause that came during the pace holds this step too
                     self._hold(request.step)
         msg = self._msgs.step  # every field is set below; call_async serialises at once
         msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us

@@ -38,6 +38,7 @@ class Controller(threading.Thread):
         self.runs = runs
         self.answers: list[tuple[bool, str]] = []
         self.held_at: list[int] = []  # steps recorded after each hold of HELD_S
+        self.advanced: list[str] = []  # /simforge/advance's answers
         self.error: BaseException | None = None
 
     def steps(self) -> int:
@@ -54,7 +55,7 @@ class Controller(threading.Thread):
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
-        from std_srvs.srv import SetBool
+        from std_srvs.srv import SetBool, Trigger
 
         context = rclpy.Context()
         rclpy.init(context=context, domain_id=self.domain_id)
@@ -63,6 +64,7 @@ class Controller(threading.Thread):
             executor = SingleThreadedExecutor(context=context)
             executor.add_node(node)
             client = node.create_client(SetBool, topics.PAUSE_SERVICE)
+            advance = node.create_client(Trigger, topics.ADVANCE_SERVICE)
 
             def spin_for(seconds: float) -> None:
                 end = time.monotonic() + seconds
@@ -92,6 +94,13 @@ class Controller(threading.Thread):
                 until(lambda: self.steps() > HOLD_AT, 60.0, f"the run never reached step {HOLD_AT}")
                 spin_for(HELD_S)  # held at step HOLD_AT by the parameter
                 self.held_at.append(self.steps())
+                for _ in range(2):  # one step a call, held again after it
+                    until(advance.service_is_ready, 30.0, "no /simforge/advance service")
+                    stepped = advance.call_async(Trigger.Request())
+                    until(stepped.done, 30.0, "no answer from /simforge/advance")
+                    self.advanced.append(str(stepped.result().message))
+                    spin_for(HELD_S)
+                    self.held_at.append(self.steps())
                 self.answers.append(call(False))
                 until(lambda: self.steps() >= HOLD_AT + 3, 30.0, "the run did not go on")
                 self.answers.append(call(True))
@@ -125,9 +134,11 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
     assert controller.answers[0][1] == controller.answers[2][1] == "running"
     paused_before = int(controller.answers[1][1].removeprefix("paused before step "))
     assert paused_before > HOLD_AT + 1
-    # steps 0..HOLD_AT recorded while held by the parameter, then every step before the one
-    # the pause named: no step went by while held, and every step done was flushed
-    assert controller.held_at == [HOLD_AT + 1, paused_before]
+    # steps 0..HOLD_AT recorded while held by the parameter, one more after each advance,
+    # then every step before the one the pause named: no step went by while held, and every
+    # step done was flushed
+    assert controller.held_at == [HOLD_AT + 1, HOLD_AT + 2, HOLD_AT + 3, paused_before]
+    assert controller.advanced == [f"holds again before step {HOLD_AT + 2}", f"holds again before step {HOLD_AT + 3}"]
     # each hold lasts from the step it holds (up to a paced step after the call) to the resume
     assert held.wall is not None and held.wall["held_ns"] >= 2 * (HELD_S - DECISION_S) * 1e9 * 0.8
 
@@ -142,14 +153,19 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
     exe = Path(sys.executable).with_name("simforge")
     with lease_domain(tmp_path / "lease") as lease:
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
-        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "10", "--json",
+        # paced: after the resume the run lasts 4 s, for the --step that finds it not held
+        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "40", "--real-time-factor", "1", "--json",
                                 "--out", str(tmp_path / "runs"), "--hold-at-step", "0"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             held = _simforge("pause", "--wait-s", "60", env=env)
             assert (held.returncode, held.stdout.strip()) == (0, "paused before step 1"), held.stderr
+            stepped = _simforge("pause", "--step", "--wait-s", "60", env=env)
+            assert (stepped.returncode, stepped.stdout.strip()) == (0, "holds again before step 2"), stepped.stderr
             resumed = _simforge("pause", "--resume", "--wait-s", "60", env=env)
             assert (resumed.returncode, resumed.stdout.strip()) == (0, "running"), resumed.stderr
+            not_held = _simforge("pause", "--step", "--wait-s", "60", env=env)
+            assert not_held.returncode == 1 and "the run is not held" in not_held.stderr, not_held.stderr
             out, err = run.communicate(timeout=120)
         finally:
             if run.poll() is None:
