@@ -63,6 +63,28 @@ def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp
     assert not processes_mentioning(str(out))
 
 
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_ctrl_c_ends_a_held_run_as_aborted_at_the_step_it_holds(tmp_path, layout):
+    """A run held on /simforge/pause waits for no one but its user: Ctrl-C still ends it,
+    and what it recorded up to the hold is kept and verifies."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
+                             "--steps", "20", "--hold-at-step", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _wait_for_steps(proc, out, 4)  # steps 0..3, then held (the recorder flushes while held)
+    time.sleep(0.5)
+    assert proc.poll() is None  # held, not ended
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    result = json.loads(stdout)
+    assert (result["refusal"]["code"], result["refusal"]["step"], result["steps"]) == ("aborted", 4, 4)
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert not processes_mentioning(str(out))
+
+
 @pytest.mark.parametrize(("sig", "sigint_ignored"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
 def test_a_signal_while_the_nodes_start_is_aborted_not_lost(tmp_path, sig, sigint_ignored):
     """Passed on to a clock master not yet holding its handlers, the interrupt was lost (SIGINT
