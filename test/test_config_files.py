@@ -121,6 +121,24 @@ def test_launch_file_hands_the_frame_arguments_to_whichever_bridge_starts():
         assert f'"{arg}": ("{text}", ' in source
 
 
+def test_launch_file_hands_the_clock_master_only_its_own_parameters_with_their_defaults():
+    """Every launch argument the clock master takes names a parameter it declares, and the
+    argument's default is the parameter's (real_time_factor, hold_at_step: a launched run
+    goes as fast as it can and never holds unless asked)."""
+    source = (ROOT / "launch" / "simforge.launch.py").read_text()
+    [clock] = [c for c in _calls(source, "Node")
+               if ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "executable")) == "'clock_master'"]
+    parameters = next(kw.value for kw in clock.keywords if kw.arg == "parameters")
+    assert isinstance(parameters, ast.List)
+    [given] = [item for item in parameters.elts if isinstance(item, ast.Dict)]
+    names = [ast.literal_eval(key) for key in given.keys if key is not None]
+    declared = {spec.name: spec.default for spec in NODE_PARAMS["clock_master"]}
+    assert set(names) <= set(declared), set(names) - set(declared)
+    assert {"real_time_factor", "hold_at_step"} <= set(names)
+    for arg in ("real_time_factor", "hold_at_step"):
+        assert f'"{arg}": ("{declared[arg]}", ' in source
+
+
 def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
     function = next(node for node in ast.walk(ast.parse(source))
