@@ -253,11 +253,19 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             _announce_external_driver(params, lease.domain_id)
         if hold_at >= 0:
             _announce_paused(hold_at, lease.domain_id)
+        elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
+            _announce_paced(factor, lease.domain_id)
         if spec.layout == "single":
             return _run_single(spec, params_file, lease, on_step)
         if spec.layout == "processes":
             return _run_processes(spec, params_file, lease, on_step)
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _announce_paced(factor: float, domain_id: int) -> None:
+    """A paced run is one to watch live: say in which domain (a leased one is no one's guess)."""
+    print(f"simforge: the run is paced at {factor:g}x real time: watch it in ROS_DOMAIN_ID={domain_id}, localhost "
+          "(`simforge pause` holds it there)", file=sys.stderr, flush=True)
 
 
 def _announce_paused(hold_at: int, domain_id: int) -> None:

@@ -37,9 +37,11 @@ def test_a_paced_single_run_keeps_to_the_wall_clock_and_repeats_the_unpaced_one(
     assert unpaced.wall is not None and unpaced.wall["paced_ns"] == 0
 
 
-def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path):
+def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path, capfd):
     paced = lockstep(tmp_path, steps=STEPS, layout="processes",
                      sets={"clock_master": {"real_time_factor": FACTOR}})
+    # a run to watch live: the user is told in which domain (a leased one is no one's guess)
+    assert "the run is paced at 2x real time: watch it in ROS_DOMAIN_ID=" in capfd.readouterr().err
     assert paced.status == "counted" and paced.steps == STEPS
     # each step's wall cycle runs from the end of one decision to the end of the next: the
     # cycles of steps 1.. span the run from the end of step 0 to the end of the last step
