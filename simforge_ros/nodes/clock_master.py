@@ -742,6 +742,7 @@ class ClockMaster:
             request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
             request.status = status
             request.participants = self._participants()
+            request.wall_paced_ns, request.wall_held_ns = self._pacer.waited_ns, self._held_ns
             try:
                 response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s,
                                       first=True, interruptible=False)

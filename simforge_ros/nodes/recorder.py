@@ -549,7 +549,8 @@ class Recorder:
             str(p.role): {"node": str(p.node) or None, "pid": int(p.pid) or None, "host": str(p.host) or None}
             for p in request.participants
         }
-        self._write(status.run_id or self._values["run_id"], counted, refusal, expected, participants)
+        waited = {"paced_ns": int(request.wall_paced_ns), "held_ns": int(request.wall_held_ns)}
+        self._write(status.run_id or self._values["run_id"], counted, refusal, expected, participants, waited)
         response.counted = counted
         response.chain_digest = self.assembler.chain.hexdigest
         response.frames_digest = self.assembler.frames_chain.hexdigest
@@ -561,7 +562,8 @@ class Recorder:
         return response
 
     def _write(self, run_id: str, counted: bool, refusal: dict[str, Any] | None, expected: int,
-               participants: dict[str, dict[str, Any]] | None = None) -> None:
+               participants: dict[str, dict[str, Any]] | None = None, waited: dict[str, int] | None = None) -> None:
+        """The manifest; ``waited``: the wall time the clock master paced and held the loop."""
         if self._written:
             return
         self._written = True
@@ -593,7 +595,7 @@ class Recorder:
             ground_truth=self._truth_digests.summary(),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
-                  "step_ns": wall_summary(self._step_ns)},
+                  "step_ns": wall_summary(self._step_ns), **(waited or {})},
         )
         if self._failure is not None:
             manifest["record_failure"] = self._failure

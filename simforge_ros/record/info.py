@@ -81,7 +81,7 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "chain_digest": manifest["chain_digest"],
         "frames_digest": manifest["frames_digest"],
         "world_digest": manifest.get("world_digest"),
-        "wall": {k: wall.get(k) for k in ("start_ns", "end_ns", "step_ns")},
+        "wall": {k: wall.get(k) for k in ("start_ns", "end_ns", "step_ns", "paced_ns", "held_ns")},
         "record_failure": manifest.get("record_failure"),
         "bag": bag,
         "bag_problem": bag_problem,
@@ -164,7 +164,10 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     if isinstance(wall.get("start_ns"), int) and isinstance(wall.get("end_ns"), int):
         began = datetime.fromtimestamp(wall["start_ns"] / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         step = _at(wall, "step_ns")
-        lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s; a step: median "
+        waited = "".join(f"; {what} {wall[key] / 1e9:.1f} s of it"
+                         for key, what in (("paced_ns", "paced"), ("held_ns", "held"))
+                         if isinstance(wall.get(key), int) and wall[key] > 0)
+        lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s{waited}; a step: median "
                      f"{_ms(step.get('median'))}, p99 {_ms(step.get('p99'))}, max {_ms(step.get('max'))} "
                      "(wall-clock time, in no digest)")
     if info.get("record_failure"):

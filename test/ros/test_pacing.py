@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from runs import lockstep, steps_of
+from runs import lockstep, manifest_of, steps_of
 
 pytestmark = pytest.mark.ros
 
@@ -35,6 +35,8 @@ def test_a_paced_single_run_keeps_to_the_wall_clock_and_repeats_the_unpaced_one(
         assert (at - t0) / 1e9 >= k * DECISION_US / 1e6 / FACTOR - FIRST_DECIDE_S, (k, (at - t0) / 1e9)
     assert paced.wall is not None and paced.wall["paced_ns"] > 0
     assert unpaced.wall is not None and unpaced.wall["paced_ns"] == 0
+    assert manifest_of(paced)["wall"]["paced_ns"] == paced.wall["paced_ns"]  # kept with the run
+    assert manifest_of(unpaced)["wall"]["paced_ns"] == 0
 
 
 def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path, capfd):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from runs import lockstep
+from runs import lockstep, manifest_of, simforge
 
 from simforge_ros import topics
 from simforge_ros.isolation import lease_domain
@@ -141,6 +141,12 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
     assert controller.advanced == [f"holds again before step {HOLD_AT + 2}", f"holds again before step {HOLD_AT + 3}"]
     # each hold lasts from the step it holds (up to a paced step after the call) to the resume
     assert held.wall is not None and held.wall["held_ns"] >= 2 * (HELD_S - DECISION_S) * 1e9 * 0.8
+    # kept with the run, apart from every digest: its wall time is not read as slow steps
+    wall = manifest_of(held)["wall"]
+    assert (wall["held_ns"], wall["paced_ns"]) == (held.wall["held_ns"], held.wall["paced_ns"])
+    info = simforge("info", held.run_dir, cwd=tmp_path)
+    assert f"; held {wall['held_ns'] / 1e9:.1f} s of it;" in info.stdout, info.stdout
+    assert "; paced " in info.stdout and "; paced " not in simforge("info", reference.run_dir, cwd=tmp_path).stdout
 
 
 def _simforge(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
