@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ros
 STEPS = 40  # 4 s at real time: the pause in the middle lands long before the end
 DECISION_S = 0.1
 HOLD_AT = 2  # clock_master.hold_at_step
-HELD_S = 0.6
+HELD_S = 1.0  # long enough for an advanced step to be paced, recorded and flushed under load
 
 
 class Controller(threading.Thread):
