@@ -489,11 +489,7 @@ class ClockMaster:
                                     f"{topics.ADVANCE_SERVICE} does one step")
         start = time.perf_counter_ns()
         while self._paused and not self._released:
-            if self.interrupted:
-                raise Aborted(step, self.interrupt_detail)
-            if self.config.record:
-                self._watch_recorder(step)
-            self._executor.spin_once(timeout_sec=WALL_POLL_S)
+            self._spin_waiting(step, WALL_POLL_S)
         if self._released:  # this one step goes; the run is still held before the next
             self._released -= 1
         held_ns = time.perf_counter_ns() - start
@@ -512,12 +508,18 @@ class ClockMaster:
         self._flush()
         start = time.perf_counter_ns()
         while (left_ns := due - time.perf_counter_ns()) > 0:
-            if self.interrupted:
-                raise Aborted(step, self.interrupt_detail)
-            if self.config.record:
-                self._watch_recorder(step)
-            self._executor.spin_once(timeout_sec=min(left_ns / 1e9, WALL_POLL_S))
+            self._spin_waiting(step, min(left_ns / 1e9, WALL_POLL_S))
         self._pacer.note_wait(time.perf_counter_ns() - start)
+
+    def _spin_waiting(self, step: int, timeout_s: float) -> None:
+        """One spin of a wait the loop makes of its own accord (a hold, a pace): an
+        interrupt or a recorder gone still end the run."""
+        assert self._executor is not None
+        if self.interrupted:
+            raise Aborted(step, self.interrupt_detail)
+        if self.config.record:
+            self._watch_recorder(step)
+        self._executor.spin_once(timeout_sec=timeout_s)
 
     def step(self, request: StepRequest) -> BridgeObservation:
         if not request.reset:
