@@ -253,9 +253,9 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"  {refusal['detail']}", flush=True)
         if result.refusal is not None and result.refusal.get("code") == "aborted":
             break  # interrupted: the remaining --repeat runs are not started
-        if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps - 1:
+        if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps:
             print(f"simforge: note: the run never held (clock_master.hold_at_step {hold_at}): its last step was "
-                  f"{result.steps - 1}, and a run ends after its last step", file=sys.stderr)
+                  f"{result.steps - 1}", file=sys.stderr)
         if result.status == "counted":
             for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
                 why = f"the run ended after {result.steps} steps"

@@ -76,8 +76,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
                   "simulation seconds a wall second may hold: 0 = unpaced, 1 = no faster than real time",
                   minimum=0),
         ParamSpec("hold_at_step", "int", -1,
-                  "hold the run once step K is done (0: at t(0); the last step: never) until resumed on "
-                  "/simforge/pause; -1 = never",
+                  "hold the run once step K is done (0: at t(0); the last step: before the run ends) until "
+                  "resumed on /simforge/pause; -1 = never",
                   minimum=-1),
     ),
     "sim_bridge": (

@@ -233,9 +233,9 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
     """
     params = node_params(spec)
     hold_at = params["clock_master"].get("hold_at_step", -1)
-    if spec.steps > 0 and hold_at >= spec.steps - 1:  # a run ends after its last step: never held
+    if spec.steps > 0 and hold_at >= spec.steps:  # a step the run never reaches: never held
         raise ConfigError.single("run parameters", "clock_master.hold_at_step",
-                                 f"a step before the run's last ({spec.steps - 1}; -1: never)", hold_at)
+                                 f"a step of the run (0 to {spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
     with contextlib.ExitStack() as held:
         if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written

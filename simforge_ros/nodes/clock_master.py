@@ -268,6 +268,7 @@ class ClockMaster:
         # the step request held by clock_master.hold_at_step (-1: none; step 0 is never held)
         self._hold_before = self.config.hold_at_step + 1 if self.config.hold_at_step >= 0 else -1
         self._ended = False
+        self._last_step: int | None = None  # set once every step is done: a hold then ends the run
         self._held_ns = 0  # wall time held paused, for the run's wall summary
         self._pause_srv = self.node.create_service(SetBool, topics.PAUSE_SERVICE, self._on_pause)
         self._advance_srv = self.node.create_service(Trigger, topics.ADVANCE_SERVICE, self._on_advance)
@@ -461,8 +462,12 @@ class ClockMaster:
         self._paused = bool(request.data)
         self._released = 0
         response.success = True
-        # step 0 (the reset) is never held: a pause before it holds step 1
-        response.message = f"paused before step {max(self._step + 1, 1)}" if self._paused else "running"
+        if not self._paused:
+            response.message = "running"
+        elif self._last_step is not None:
+            response.message = f"paused after the last step ({self._last_step}): resuming ends the run"
+        else:  # step 0 (the reset) is never held: a pause before it holds step 1
+            response.message = f"paused before step {max(self._step + 1, 1)}"
         self.node.get_logger().info(f"{topics.PAUSE_SERVICE}: {response.message}")
         return response
 
@@ -476,7 +481,10 @@ class ClockMaster:
         else:
             self._released += 1
             response.success = True
-            response.message = f"holds again before step {max(self._step + 1, 1) + self._released}"
+            if self._last_step is not None:
+                response.message = f"the run ends: step {self._last_step} was its last"
+            else:
+                response.message = f"holds again before step {max(self._step + 1, 1) + self._released}"
             self.node.get_logger().info(f"{topics.ADVANCE_SERVICE}: {response.message}")
         return response
 
@@ -485,8 +493,12 @@ class ClockMaster:
         world where it stopped); an interrupt or a recorder gone still end the run."""
         assert self._executor is not None
         self._flush()
-        self.node.get_logger().info(f"paused before step {step}: {topics.PAUSE_SERVICE} false resumes, "
-                                    f"{topics.ADVANCE_SERVICE} does one step")
+        if self._last_step is not None:
+            self.node.get_logger().info(f"paused after the last step ({self._last_step}): {topics.PAUSE_SERVICE} "
+                                        f"false or {topics.ADVANCE_SERVICE} ends the run")
+        else:
+            self.node.get_logger().info(f"paused before step {step}: {topics.PAUSE_SERVICE} false resumes, "
+                                        f"{topics.ADVANCE_SERVICE} does one step")
         start = time.perf_counter_ns()
         while self._paused and not self._released:
             self._spin_waiting(step, WALL_POLL_S)
@@ -495,6 +507,17 @@ class ClockMaster:
         held_ns = time.perf_counter_ns() - start
         self._held_ns += held_ns
         self._pacer.hold(held_ns)
+
+    def _hold_at_end(self, steps_done: int) -> None:
+        """Hold after the last step, before the run ends, when hold_at_step names it or a
+        pause came during it: the world stays at its final step for a live look (the
+        nodes, and what they publish, are gone once the run ends). Resuming ends the run;
+        a stop signal meanwhile ends it as ``aborted`` at step ``steps_done``, as in any hold."""
+        if steps_done <= 0 or not (self._paused or self._hold_before == steps_done):
+            return
+        self._last_step = steps_done - 1
+        self._paused = True  # an advance still pending (asked for more steps than there were) ends it at once
+        self._hold(steps_done)
 
     def _pace(self, step: int, t_us: int) -> None:
         """With a real_time_factor, wait until simulation time ``t_us`` is due (core.pacing).
@@ -721,6 +744,7 @@ class ClockMaster:
         try:
             self._wait_for_services()
             run_lockstep(self.config.loop, self, self, time.perf_counter_ns, progress, on_step)
+            self._hold_at_end(progress.steps_done)
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")

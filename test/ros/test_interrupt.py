@@ -63,25 +63,28 @@ def test_ctrl_c_mid_run_is_aborted_at_its_step_and_keeps_a_verifiable_record(tmp
     assert not processes_mentioning(str(out))
 
 
-@pytest.mark.parametrize("layout", ["processes", "single"])
-def test_ctrl_c_ends_a_held_run_as_aborted_at_the_step_it_holds(tmp_path, layout):
+@pytest.mark.parametrize(("layout", "hold_at"), [("processes", 3), ("single", 3), ("processes", 19)])
+def test_ctrl_c_ends_a_held_run_as_aborted_at_the_step_it_holds(tmp_path, layout, hold_at):
     """A run held on /simforge/pause waits for no one but its user: Ctrl-C still ends it,
-    and what it recorded up to the hold is kept and verifies."""
+    and what it recorded up to the hold is kept and verifies (19: held after its last step,
+    with every step recorded; ended there, the run is still the user's stop, not counted)."""
     out = tmp_path / "runs"
     exe = Path(sys.executable).with_name("simforge")
     proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
-                             "--steps", "20", "--hold-at-step", "3"],
+                             "--steps", "20", "--hold-at-step", str(hold_at)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
-    _wait_for_steps(proc, out, 4)  # steps 0..3, then held (the recorder flushes while held)
+    _wait_for_steps(proc, out, hold_at + 1)  # steps 0..hold_at, then held (the recorder flushes while held)
     time.sleep(0.5)
     assert proc.poll() is None  # held, not ended
     os.kill(proc.pid, signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 19, stderr
     result = json.loads(stdout)
-    assert (result["refusal"]["code"], result["refusal"]["step"], result["steps"]) == ("aborted", 4, 4)
+    assert (result["refusal"]["code"], result["refusal"]["step"], result["steps"]) == (
+        "aborted", hold_at + 1, hold_at + 1)
     check = simforge("verify", result["run_dir"], cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
+    assert f"verified: {hold_at + 1} steps" in check.stdout
     assert not processes_mentioning(str(out))
 
 

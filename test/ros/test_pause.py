@@ -198,3 +198,62 @@ def test_simforge_pause_names_what_is_wrong_with_its_input(args, domain, needle)
     out = _simforge("pause", *args, env=env)
     assert out.returncode == 2
     assert needle in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_a_run_held_after_its_last_step_waits_with_every_step_recorded_then_ends_counted(tmp_path, layout):
+    """--hold-at-step at the last step: the world stays at its final step (nothing more to
+    compute, every record out) until resumed, and resuming ends the run as it would have."""
+    steps = 6
+    reference = lockstep(tmp_path / "reference", steps=steps, layout=layout)
+    exe = Path(sys.executable).with_name("simforge")
+    out = tmp_path / "held"
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", str(steps), "--layout", layout, "--json",
+                                "--out", str(out), "--hold-at-step", str(steps - 1)],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            def recorded() -> int:
+                found = list(out.glob("*/steps.jsonl"))
+                return found[0].read_text().count("\n") if found else 0
+
+            end = time.monotonic() + 120
+            while recorded() < steps:
+                assert run.poll() is None and time.monotonic() < end, "the run never recorded its last step"
+                time.sleep(0.05)
+            time.sleep(HELD_S)
+            assert run.poll() is None, "the run ended instead of holding after its last step"
+            assert recorded() == steps and not list(out.glob("*/manifest.json"))  # not ended, nothing more
+            paused = _simforge("pause", "--wait-s", "60", env=env)
+            assert (paused.returncode, paused.stdout.strip()) == (
+                0, f"paused after the last step ({steps - 1}): resuming ends the run"), paused.stderr
+            ended = _simforge("pause", "--step", "--wait-s", "60", env=env)
+            assert (ended.returncode, ended.stdout.strip()) == (
+                0, f"the run ends: step {steps - 1} was its last"), ended.stderr
+            stdout, stderr = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert run.returncode == 0, stderr
+    result = json.loads(stdout)
+    assert (result["status"], result["steps"]) == ("counted", steps)
+    assert (result["chain_digest"], result["frames_digest"]) == (reference.chain_digest, reference.frames_digest)
+    assert f"holds once step {steps - 1} is done until resumed" in stderr and "never held" not in stderr
+    manifest = json.loads(next(out.glob("*/manifest.json")).read_text())
+    assert manifest["wall"]["held_ns"] >= HELD_S * 1e9
+
+
+def test_a_hold_past_the_last_step_is_refused_or_noted(tmp_path):
+    """A step the run never reaches: refused at start when --steps says so, else a note."""
+    refused = simforge("run", "right_turn", "--steps", "3", "--hold-at-step", "3", "--out", str(tmp_path / "a"),
+                       cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "clock_master.hold_at_step: expected a step of the run (0 to 2; -1: never), got 3" in refused.stderr
+    assert not list((tmp_path / "a").glob("*/steps.jsonl"))
+    noted = simforge("run", "right_turn", "--hold-at-step", "100000", "--out", str(tmp_path / "b"), cwd=tmp_path)
+    assert noted.returncode == 0, noted.stderr
+    steps = int(noted.stdout.split("steps=")[1].split()[0])
+    assert f"note: the run never held (clock_master.hold_at_step 100000): its last step was {steps - 1}" \
+        in noted.stderr
