@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -181,6 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe(result))
         if setup:
             print(describe_setup(setup))
+        if not result.identical and result.first != "steps" and result.step is not None:
+            # stderr: stdout stays the one line (two, with setup differences) scripts read
+            print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
+                  f"simforge rerun {shlex.quote(str(args.run_b))} --hold-at-step {result.step}", file=sys.stderr)
     return 0 if result.identical else EXIT_FAILURE
 
 

@@ -121,7 +121,12 @@ def test_diff_names_the_step_and_what_differed_first(tmp_path):
     assert out.returncode == 1 and "step 40: controller output differed first" in out.stdout
     out = simforge("diff", base.run_dir, state.run_dir, cwd=tmp_path)
     assert "step 40: vehicle state differed first" in out.stdout
-    assert simforge("diff", base.run_dir, same.run_dir, cwd=tmp_path).stdout == "identical (60 steps)\n"
+    assert len(out.stdout.splitlines()) == 2  # the difference, and the one setup difference (the fault)
+    # the way to look at it live, on stderr: the rerun it names holds at that step
+    assert out.stderr == (f"simforge diff: to look at step 40 live, rerun the second run held there: "
+                          f"simforge rerun {state.run_dir} --hold-at-step 40\n")
+    same_out = simforge("diff", base.run_dir, same.run_dir, cwd=tmp_path)
+    assert (same_out.stdout, same_out.stderr) == ("identical (60 steps)\n", "")
     # how the runs were set up differently: only the injected fault, though ids, directories,
     # processes and wall time differ between any two runs
     manifests = [load_run(Path(r.run_dir)).manifest for r in (base, same, action)]
