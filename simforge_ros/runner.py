@@ -13,6 +13,7 @@ import gc
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -237,29 +238,50 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
         raise ConfigError.single("run parameters", "clock_master.hold_at_step",
                                  f"a step of the run (0 to {spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
-    with contextlib.ExitStack() as held:
-        if user := os.environ.get("ROS_DOMAIN_ID", "").strip():  # the user's environment, before anything is written
-            held.enter_context(hold_domain(user_domain(user), who))
-        check_rmw()
-        if spec.record:
-            _check_room(spec.out_dir, params)
-        spec.out_dir.mkdir(parents=True, exist_ok=True)
-        params_file = spec.out_dir / PARAMS
-        write_params_file(params_file, params)
-        lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
-        if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same
-            held.enter_context(hold_domain(lease.domain_id, who))
-        if spec.driver == EXTERNAL:
-            _announce_external_driver(params, lease.domain_id)
-        if hold_at >= 0:
-            _announce_paused(hold_at, lease.domain_id)
-        elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
-            _announce_paced(factor, lease.domain_id)
-        if spec.layout == "single":
-            return _run_single(spec, params_file, lease, on_step)
-        if spec.layout == "processes":
-            return _run_processes(spec, params_file, lease, on_step)
+    created = not spec.out_dir.exists()
+    try:
+        with contextlib.ExitStack() as held:
+            # the user's environment, before anything is written
+            if user := os.environ.get("ROS_DOMAIN_ID", "").strip():
+                held.enter_context(hold_domain(user_domain(user), who))
+            check_rmw()
+            if spec.record:
+                _check_room(spec.out_dir, params)
+            spec.out_dir.mkdir(parents=True, exist_ok=True)
+            params_file = spec.out_dir / PARAMS
+            write_params_file(params_file, params)
+            lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
+            if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same
+                held.enter_context(hold_domain(lease.domain_id, who))
+            if spec.driver == EXTERNAL:
+                _announce_external_driver(params, lease.domain_id)
+            if hold_at >= 0:
+                _announce_paused(hold_at, lease.domain_id)
+            elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
+                _announce_paced(factor, lease.domain_id)
+            if spec.layout == "single":
+                return _run_single(spec, params_file, lease, on_step)
+            if spec.layout == "processes":
+                return _run_processes(spec, params_file, lease, on_step)
+    except ConfigError:
+        # a node refused its configuration at start (the single layout builds them here;
+        # processes: runner._not_started): nothing was recorded, and the error says all.
+        # A run directory left behind held a manifest naming another cause, or none, which
+        # every tool then took for a run whose recorder was killed.
+        if created:
+            _remove_unstarted(spec.out_dir)
+        raise
     raise ConfigError.single("--layout", "layout", f"one of {', '.join(LAYOUTS)}", spec.layout)
+
+
+def _remove_unstarted(out_dir: Path) -> None:
+    """Remove the run directory of a run refused at start by a node's configuration
+    check, unless it chained a step (then it is a record, and kept)."""
+    steps = out_dir / "steps.jsonl"
+    with contextlib.suppress(OSError):
+        if steps.is_file() and steps.stat().st_size > 0:
+            return
+        shutil.rmtree(out_dir)
 
 
 def _announce_paced(factor: float, domain_id: int) -> None:
@@ -536,12 +558,18 @@ def _refuse_unclean(spec: RunSpec, result: RunResult, unclean: list[str]) -> Run
     are. Before, the runner stopped such a node and said nothing, and the run counted."""
     refusal = {"code": ParticipantError.code, "step": result.steps,
                "detail": "; ".join(unclean) + ": a run counts only with a clean exit of every node and no abort line"}
+    _refuse_in_manifest(spec, refusal)
+    return replace(result, status="refused", refusal=refusal, exit_code=ParticipantError.exit_code)
+
+
+def _refuse_in_manifest(spec: RunSpec, refusal: dict[str, Any]) -> None:
+    """Write the runner's refusal into the recorder's manifest, where there is one: the
+    manifest and the exit status always agree."""
     manifest_path = spec.out_dir / "manifest.json"
     with contextlib.suppress(OSError, ValueError):  # unreadable or unwritable: the exit status still says it
         manifest = json.loads(manifest_path.read_text())
         manifest["status"], manifest["refusal"] = "refused", refusal
         write_json(manifest_path, manifest)
-    return replace(result, status="refused", refusal=refusal, exit_code=ParticipantError.exit_code)
 
 
 def _exit_status(code: int) -> str:
@@ -631,8 +659,9 @@ def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunRe
         raise ConfigError(problems)
     said = next((line for line in reversed(lines) if line.strip()), "nothing")
     detail = f"{node} did not start (exit {code}): {said}"
-    return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "",
-                          "refusal": {"code": "participant_error", "step": -1, "detail": detail}},
+    refusal = {"code": ParticipantError.code, "step": -1, "detail": detail}
+    _refuse_in_manifest(spec, refusal)  # the recorder's says only that the run did not finish
+    return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": refusal},
                    ParticipantError.exit_code)
 
 

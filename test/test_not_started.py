@@ -46,3 +46,19 @@ def test_anything_else_is_a_refused_run_naming_the_node_and_its_last_line(tmp_pa
 def test_a_node_that_said_nothing_is_still_named(tmp_path):
     result = _not_started(_spec(tmp_path), "driver", 1, tmp_path / "driver.log")
     assert result.refusal["detail"] == "driver did not start (exit 1): nothing"
+
+
+def test_the_recorders_manifest_is_made_to_say_why_the_run_did_not_start(tmp_path):
+    """The recorder, up before the node that failed, wrote `incomplete_run` ("the recorder
+    stopped before the clock master finished the run"): the manifest and the exit status agree."""
+    import json
+
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir()
+    manifest = {"status": "refused", "steps": 0, "chain_digest": "0" * 64, "scenario": "right_turn",
+                "refusal": {"code": "incomplete_run", "step": 0, "detail": "the recorder stopped before ..."}}
+    (spec.out_dir / "manifest.json").write_text(json.dumps(manifest))
+    result = _not_started(spec, "driver", 1, tmp_path / "driver.log")
+    kept = json.loads((spec.out_dir / "manifest.json").read_text())
+    assert kept["refusal"] == result.refusal and kept["refusal"]["code"] == "participant_error"
+    assert kept["status"] == "refused" and kept["steps"] == 0

@@ -319,6 +319,22 @@ def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
 
 
 @pytest.mark.parametrize("layout", ["single", "processes"])
+@pytest.mark.parametrize(("setting", "needle"), [
+    ("sim_bridge.cameras=[bogus]", "sim_bridge: cameras: expected a list of distinct cameras"),
+    ("recorder.storage=zip", "recorder: storage: expected"),
+])
+def test_a_configuration_a_node_refuses_at_start_leaves_no_run_directory(tmp_path, layout, setting, needle):
+    """Found only by the node (not before start): the error is the whole story, and a run
+    directory left behind said another cause in its manifest (incomplete_run), or had none
+    (so every tool took it for a run whose recorder was killed)."""
+    out = simforge("run", "right_turn", "--steps", "2", "--layout", layout, "--set", setting,
+                   "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert needle in out.stderr and "Traceback" not in out.stderr + out.stdout
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
 def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(tmp_path, layout):
     """A user's TorchScript planner that loads, passes the start-up call on black frames,
     then answers the wrong shape on a real scene: the driver refuses its first plan and
