@@ -384,15 +384,41 @@ class BagMessage:
 def _opened(path: Path) -> Iterator[Reader]:
     """A rosbag2 reader of ``path``; whatever fails while it is open is a BagError naming
     the bag (a BagError raised meanwhile passes as it is)."""
-    if not (path / "metadata.yaml").is_file():
-        raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
+    try:
+        if not (path / "metadata.yaml").is_file():
+            raise BagError(f"{path}: not a rosbag2 directory (metadata.yaml missing)")
+    except OSError as err:  # a directory that cannot be searched
+        raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
     try:
         with Reader(path) as reader:
             yield reader
     except BagError:
         raise
     except Exception as err:
-        raise BagError(f"{path}: unreadable bag: {type(err).__name__}: {err}") from err
+        raise BagError(f"{path}: unreadable bag: {_why_unreadable(path, err)}") from err
+
+
+def _why_unreadable(path: Path, err: Exception) -> str:
+    """What is wrong with a bag the reader failed on, in the bag's terms where the file's
+    own structure says (a truncated MCAP, metadata that is not rosbag2's), rather than the
+    reader library's exception text (``ord() expected a character``); that text otherwise."""
+    import yaml
+
+    from simforge_ros.record.bag_structure import bag_problem  # it imports this module
+
+    try:
+        info = yaml.safe_load((path / "metadata.yaml").read_bytes())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError) as bad:
+        return f"metadata.yaml: not readable YAML ({type(bad).__name__}; corrupt?)"
+    if not isinstance(info, dict) or not isinstance(info.get("rosbag2_bagfile_information"), dict):
+        return "metadata.yaml: not rosbag2 metadata (no 'rosbag2_bagfile_information' mapping; empty or truncated?)"
+    try:
+        problem = bag_problem(path)
+    except BagError as unreadable:
+        return str(unreadable)
+    except Exception:  # noqa: BLE001 - the structure check met something it does not know: the reader's words
+        problem = None
+    return problem if problem is not None else f"{type(err).__name__}: {err}"
 
 
 def bag_connections(path: Path) -> list[Connection]:

@@ -46,6 +46,37 @@ def versions() -> dict[str, Any]:
     }
 
 
+SETUP_KEYS = ("scenario", "seed", "faults", "digests")
+"""The manifest's keys that say how a run was set up, all derived from its nodes'
+parameters (``setup_of``): verify derives them again from the parameters in the bag."""
+
+
+def setup_of(nodes: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's setup keys (SETUP_KEYS), from the nodes' parameters as the recorder
+    heard them (node -> {"params": ..., "faults": ..., "policy": ...})."""
+    def params(name: str) -> Mapping[str, Any]:
+        node = nodes.get(name)
+        got = node.get("params") if isinstance(node, Mapping) else None
+        return got if isinstance(got, Mapping) else {}
+
+    clock, bridge, backend = params("clock_master"), params("sim_bridge"), params("sim_bridge/backend")
+    driver = nodes.get("driver")
+    policy = driver.get("policy", {}) if isinstance(driver, Mapping) else {}
+    faults = sorted({f for n in nodes.values() if isinstance(n, Mapping) for f in n.get("faults", [])})
+    return {
+        "scenario": backend.get("scenario", bridge.get("scenario")),
+        "seed": clock.get("seed"),
+        "faults": faults,
+        "digests": {
+            "driver_config": canonical_sha256(policy) if policy else None,
+            "weights": (policy.get("weights") or {}).get("sha256") if isinstance(policy, dict) else None,
+            "scenario_file": backend.get("scenario_sha256"),
+            "engine_version": backend.get("engine_version"),
+            "bridge": canonical_sha256(bridge) if bridge else None,
+        },
+    }
+
+
 def build_manifest(
     *,
     run_id: str,
@@ -80,22 +111,17 @@ def build_manifest(
     tf2_msgs/TFMessage messages (/tf and /tf_static); ``ground_truth``: the same of
     /simforge/ground_truth (sim_bridge.ground_truth; record.side_digests).
     """
-    clock = nodes.get("clock_master", {}).get("params", {})
-    bridge = nodes.get("sim_bridge", {}).get("params", {})
-    backend = nodes.get("sim_bridge/backend", {}).get("params", {})
-    driver = nodes.get("driver", {})
     last = records[-1] if records else None
     contract = None
     if last is not None:
         t = last["timing"]
         contract = {k: t[k] for k in ("decision_us", "tick_us", "ticks_per_step", "latency_steps")}
-    faults = sorted({f for n in nodes.values() for f in n.get("faults", [])})
-    policy = driver.get("policy", {})
+    setup = setup_of(nodes)
     return {
         "format": FORMAT,
         "run_id": run_id,
-        "scenario": backend.get("scenario", bridge.get("scenario")),
-        "seed": clock.get("seed"),
+        "scenario": setup["scenario"],
+        "seed": setup["seed"],
         "status": status,
         "refusal": dict(refusal) if refusal else None,
         "expected_steps": expected_steps,
@@ -104,13 +130,7 @@ def build_manifest(
         "frames_digest": frames_digest,
         "world_digest": last["timing"]["world_digest"] if last else None,
         "contract": contract,
-        "digests": {
-            "driver_config": canonical_sha256(policy) if policy else None,
-            "weights": (policy.get("weights") or {}).get("sha256") if isinstance(policy, dict) else None,
-            "scenario_file": backend.get("scenario_sha256"),
-            "engine_version": backend.get("engine_version"),
-            "bridge": canonical_sha256(bridge) if bridge else None,
-        },
+        "digests": setup["digests"],
         "contacts": {
             "total": len(contacts),
             "harness_faults": sum(1 for c in contacts if c.get("harness_fault")),
@@ -121,7 +141,7 @@ def build_manifest(
         "odometry": {k: dict(v) for k, v in sorted((odometry or {}).items())},
         "transforms": {k: dict(v) for k, v in sorted((transforms or {}).items())},
         "ground_truth": {k: dict(v) for k, v in sorted((ground_truth or {}).items())},
-        "faults": faults,
+        "faults": setup["faults"],
         "nodes": {k: v for k, v in sorted(nodes.items())},
         "participants": {
             role: {**dict(who), "external": role not in nodes} for role, who in sorted((participants or {}).items())

@@ -155,6 +155,14 @@ def load_run(path: Path) -> RunDir:
             malformed, or steps.jsonl does not hold the manifest's ``steps`` records.
     """
     path = Path(path)
+    try:
+        return _load_run(path)
+    except OSError as err:  # a directory that cannot be searched (a file's own errors are named where read)
+        where = Path(err.filename) if err.filename else path
+        raise RunDirError(where, f"unreadable: {err.strerror or err}") from err
+
+
+def _load_run(path: Path) -> RunDir:
     if not path.exists():
         raise RunDirError(path, "no such run directory")
     if not path.is_dir():
@@ -233,6 +241,11 @@ def _is_int(value: object, minimum: int = 0) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+def _is_run_id(value: object) -> bool:
+    return (isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
+            and value.isprintable())
+
+
 def _is_hex64(value: object) -> bool:
     return isinstance(value, str) and _HEX64.match(value) is not None
 
@@ -252,7 +265,10 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
         problems.append(f"format is {manifest['format']!r}; this tool reads format {FORMAT}")
         return problems  # another format: its other fields mean other things
     checks: list[tuple[str, bool, str]] = [
-        ("run_id", isinstance(manifest.get("run_id"), str), "a string"),
+        # tools name new directories after it (rerun, salvage): one name, never a path
+        ("run_id", _is_run_id(manifest.get("run_id")), "a run id (one file name: no '/', not '.' or '..')"),
+        ("scenario", isinstance(manifest.get("scenario"), str) and bool(manifest.get("scenario")),
+         "a scenario name or file"),
         ("status", manifest.get("status") in STATUSES, f"one of {list(STATUSES)}"),
         ("expected_steps", _is_int(manifest.get("expected_steps")), "an int >= 0"),
         ("steps", _is_int(manifest.get("steps")), "an int >= 0"),
@@ -270,8 +286,11 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
     # sections a recorder always writes and the tools read, but a run is usable without
     problems += [f"{k!r} must be an object, got {manifest[k]!r}" for k in OPTIONAL_SECTIONS
                  if manifest.get(k) is not None and not isinstance(manifest[k], dict)]
-    if manifest.get("faults") is not None and not isinstance(manifest["faults"], list):
-        problems.append(f"'faults' must be a list, got {manifest['faults']!r}")
+    if manifest.get("faults") is not None and not (
+            isinstance(manifest["faults"], list) and all(isinstance(f, str) for f in manifest["faults"])):
+        problems.append(f"'faults' must be a list of fault specs, got {manifest['faults']!r}")
+    if manifest.get("seed") is not None and not _is_int(manifest["seed"]):
+        problems.append(f"'seed' must be an int >= 0, got {manifest['seed']!r}")
     if "refusal" not in missing and "status" not in missing:
         refusal = manifest["refusal"]
         coded = isinstance(refusal, dict) and isinstance(refusal.get("code"), str)

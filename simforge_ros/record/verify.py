@@ -28,6 +28,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.bag_structure import bag_problem
+from simforge_ros.record.manifest import SETUP_KEYS, setup_of
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
@@ -367,8 +368,17 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
             return _mismatch(last, "manifest.world_digest",
                              f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
     nodes, contacts = manifest.get("nodes"), manifest.get("contacts")
+    if nodes is None and replay.nodes:
+        return _mismatch(0, "manifest.nodes", f"{MANIFEST} has no nodes, the bag holds the parameters of "
+                                              f"{len(replay.nodes)}")
     if nodes is not None and nodes != replay.nodes:
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
+    if replay.nodes:  # how the run was set up, as the recorder derived it from those parameters
+        derived = setup_of(replay.nodes)
+        for key in SETUP_KEYS:
+            if manifest.get(key) != derived[key]:
+                return _mismatch(0, f"manifest.{key}", f"{MANIFEST} has {manifest.get(key)!r}, the node "
+                                                       f"parameters the bag holds give {derived[key]!r}")
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
     for key, what, label in SIDE_DIGESTS:
@@ -399,7 +409,7 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     try:
         record = _record_mismatch(run, replay, progress)
     except BagError as err:
-        if structure is None:
+        if structure is None or structure[2] in str(err):  # the reader's error already says it (bag._opened)
             raise
         raise BagError(f"{err}; {structure[2]}") from err  # unreadable, and what in it says why
     clock = _clock_mismatch(run, replay)

@@ -26,6 +26,7 @@ from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagWriter, read_bag, typestore
+from simforge_ros.record.manifest import setup_of
 from simforge_ros.record.side_digests import CameraInfoDigests, ImageHeaderDigests
 
 WIDTH, HEIGHT = 8, 6
@@ -208,7 +209,9 @@ def fabricate(run_dir: Path, spec: RunSpec) -> Path:
         "camera_info": rec.infos.summary(),
         "image_headers": rec.headers.summary(),
         "nodes": {node: {"params": values} for node, values in sorted(params.items())},
-        "digests": {"world": world_digest}, "versions": {"simforge_ros": "0.0.0-test"},
+        # derived from the nodes' parameters, as the recorder does (verify derives them again)
+        "digests": setup_of({node: {"params": values} for node, values in params.items()})["digests"],
+        "versions": {"simforge_ros": "0.0.0-test"},
         "faults": [], "bag": {"path": "bag", "storage": spec.storage},
     }
     (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -104,10 +104,45 @@ def test_a_section_the_tools_read_must_be_an_object(make_run: MakeRun) -> None:
     set_manifest(run, nodes="x", wall=[1], faults={"a": 1})
     message = error_of(run)
     for part in ("'nodes' must be an object, got 'x'", "'wall' must be an object, got [1]",
-                 "'faults' must be a list, got {'a': 1}"):
+                 "'faults' must be a list of fault specs, got {'a': 1}"):
         assert part in message
     set_manifest(run, nodes=None, wall=None, faults=None)  # absent or null: a usable run
     assert load_run(run).manifest["nodes"] is None
+
+
+@pytest.mark.parametrize(("changes", "said"), [
+    ({"run_id": "../../evil"}, "'run_id' must be a run id (one file name: no '/', not '.' or '..'), got '../../evil'"),
+    ({"run_id": "/tmp/abs"}, "'run_id' must be a run id"),
+    ({"run_id": ".."}, "'run_id' must be a run id"),
+    ({"run_id": "a\nb"}, "'run_id' must be a run id"),
+    ({"run_id": 7}, "'run_id' must be a run id"),
+    ({"scenario": 7}, "'scenario' must be a scenario name or file, got 7"),
+    ({"scenario": ""}, "'scenario' must be a scenario name or file, got ''"),
+    ({"seed": "zero"}, "'seed' must be an int >= 0, got 'zero'"),
+    ({"seed": -1}, "'seed' must be an int >= 0, got -1"),
+    ({"faults": [1]}, "'faults' must be a list of fault specs, got [1]"),
+])
+def test_setup_fields_a_tool_acts_on_are_checked(make_run: MakeRun, changes: dict[str, object], said: str) -> None:
+    """Tools name new directories after the run id (a rerun's, a salvaged run's): a hand-
+    edited "../../x" made `simforge rerun` write outside the kept run's directory."""
+    run = make_run()
+    set_manifest(run, **changes)
+    assert said in error_of(run)
+
+
+def test_a_directory_that_cannot_be_read_is_named(make_run: MakeRun, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run directory without search permission: Path.exists raises PermissionError
+    there, which every tool reported as "unexpected error"."""
+    run = make_run()
+    real = Path.exists
+
+    def denied(self: Path, *args: object, **kwargs: object) -> bool:
+        if self.parent == run:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "exists", denied)
+    assert error_of(run) == f"{run / 'manifest.json'}: unreadable: Permission denied"
 
 
 def test_other_format_is_refused(make_run: MakeRun) -> None:
@@ -213,3 +248,31 @@ def test_a_run_of_no_step_has_no_contract_or_world_digest_to_give(make_run: Make
     set_manifest(with_steps, contract=None, world_digest=None)
     assert error_of(with_steps).endswith("'world_digest' must be a string, got None; "
                                          "'contract' must be an object, got None")
+
+
+@pytest.mark.parametrize(("locked", "command", "said"), [
+    (".", "verify", "manifest.json: unreadable: Permission denied"),
+    (".", "info", "manifest.json: unreadable: Permission denied"),
+    ("bag", "verify", "bag: unreadable: Permission denied"),
+])
+def test_a_directory_without_permission_is_named_by_the_tools(make_run: MakeRun, locked: str, command: str,
+                                                               said: str) -> None:
+    """The same, for real: a chmod 000 directory (as root, read with the capabilities that
+    override file permissions dropped, as a user's process would)."""
+    import os
+    import subprocess
+    import sys
+
+    run = make_run()
+    target = run / locked
+    caps = "-dac_override,-dac_read_search"
+    as_user = [] if os.geteuid() != 0 else ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
+    target.chmod(0)
+    try:
+        out = subprocess.run([*as_user, str(Path(sys.executable).with_name("simforge")), command, str(run)],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        target.chmod(0o755)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.startswith(f"simforge {command}: ") and said in out.stderr, out.stderr
+    assert "unexpected error" not in out.stderr and "Traceback" not in out.stderr

@@ -135,6 +135,14 @@ def test_edited_digest_is_caught(make_run: MakeRun) -> None:
         # the set-up and the contacts the manifest tells of are held to what the bag recorded
         ("nodes", {"clock_master": {"params": {"decision_us": 50_000, "seed": 8}}}, "manifest.nodes", 0),
         ("contacts", {"total": 0, "harness_faults": 0, "events": []}, "manifest.contacts", 59),
+        # null or missing nodes said nothing to hold, and the run verified with any set-up
+        ("nodes", None, "manifest.nodes", 0),
+        # what `simforge info`, diff and rerun read: derived from those parameters, and so
+        # held to them too (an edited seed verified, and diff called the runs set up apart)
+        ("seed", 99, "manifest.seed", 0),
+        ("scenario", "red_signal", "manifest.scenario", 0),
+        ("faults", ["drop_frame@2"], "manifest.faults", 0),
+        ("digests", {"bridge": None}, "manifest.digests", 0),
     ],
 )
 def test_manifest_is_checked(make_run: MakeRun, key: str, value: object, field: str, step: int) -> None:
@@ -238,6 +246,10 @@ def test_wrong_message_type_on_a_topic_is_bad_input(make_run: MakeRun) -> None:
         verify_run(run)
 
 
+def _keep_bytes(path: Path, n: int) -> None:
+    path.write_bytes(path.read_bytes()[:n])
+
+
 def _truncate(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -252,7 +264,12 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], object], str]] = {
     "steps-truncated": (lambda r: _truncate(r / "steps.jsonl"), "not valid JSON (truncated?)"),
     "bag-missing": (lambda r: shutil.rmtree(r / "bag"), "bag: not a rosbag2 directory"),
     "bag-truncated": (lambda r: _truncate(r / "bag" / "bag.mcap"), "bag: unreadable bag"),
-    "bag-metadata-corrupt": (lambda r: (r / "bag" / "metadata.yaml").write_text("{{{"), "bag: unreadable bag"),
+    "bag-metadata-corrupt": (lambda r: (r / "bag" / "metadata.yaml").write_text("{{{"),
+                             "bag: unreadable bag: metadata.yaml: not readable YAML"),
+    # named in the bag's terms, not the reader library's ("TypeError: ord() expected a character")
+    "bag-8-bytes": (lambda r: _keep_bytes(r / "bag" / "bag.mcap", 8), "bag: unreadable bag: bag.mcap: no MCAP magic"),
+    "bag-metadata-empty": (lambda r: (r / "bag" / "metadata.yaml").write_text(""),
+                           "bag: unreadable bag: metadata.yaml: not rosbag2 metadata"),
     "run-missing": (lambda r: shutil.rmtree(r), "run: no such run directory"),
 }
 
@@ -271,6 +288,7 @@ def test_bad_input_exits_2_with_one_line(make_run: MakeRun, case: str, capsys: p
         assert captured.out == ""
         assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
         assert captured.err.startswith("simforge verify: ") and expected in captured.err
+        assert "Error:" not in captured.err  # no exception class of a library standing for the problem
 
 
 def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
