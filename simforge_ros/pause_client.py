@@ -22,7 +22,7 @@ from typing import Any
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.isolation import check_rmw, user_domain
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import parse, say, stop_on_sigterm
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,6 +67,7 @@ def _call(domain_id: int, what: str, wait_s: float) -> int:
     from rclpy.node import Node
     from std_srvs.srv import SetBool, Trigger
 
+    stop_on_sigterm()
     rclpy.init(args=None, domain_id=domain_id)
     try:
         node = Node("simforge_pause")

@@ -22,3 +22,17 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 def say(tool: str, err: BaseException | str) -> None:
     """``err`` (an error or what to say) as one line on stderr: "simforge TOOL: ..."."""
     print(f"simforge {tool}: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM end a tool as Ctrl-C does (its "interrupted" line and exit status).
+    Called before rclpy.init, whose handler shuts the context down on SIGTERM and then
+    calls this one: without it, the tool's next rclpy call failed on the dead context and
+    the tool said "unexpected error: RCLError: ... context is invalid"."""
+    import signal
+
+    signal.signal(signal.SIGTERM, _interrupt)

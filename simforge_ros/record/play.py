@@ -33,7 +33,7 @@ from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import load_run
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import parse, say, stop_on_sigterm
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
@@ -265,6 +265,7 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argp
     from simforge_ros.runner import use_fastdds_profile
 
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
+    stop_on_sigterm()
     rclpy.init(args=None)
     player = Player(chosen, latched)
     try:

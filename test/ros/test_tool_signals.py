@@ -1,0 +1,40 @@
+"""SIGTERM (a supervisor's stop, `timeout`, `kill`) ends a ROS-side tool as Ctrl-C does:
+its "interrupted" line, exit 1, never "unexpected error" from rclpy's context going away."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runs import lockstep
+
+from simforge_ros.isolation import lease_domain
+
+pytestmark = pytest.mark.ros
+
+
+@pytest.mark.parametrize("tool", ["pause", "play"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path, tool, sig):
+    exe = Path(sys.executable).with_name("simforge")
+    if tool == "pause":
+        args = ["pause", "--wait-s", "60"]  # no run in the domain: it waits for the service
+    else:
+        kept = lockstep(tmp_path / "runs", steps=3, layout="single")
+        args = ["play", kept.run_dir, "--wait-for-reader", "/clock", "--wait-s", "60"]  # no reader comes
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3.0)  # well into the wait
+        assert proc.poll() is None, proc.communicate()
+        start = time.monotonic()
+        proc.send_signal(sig)
+        _out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 5.0
+    assert proc.returncode == 1, err
+    assert err.strip() == f"simforge {tool}: interrupted", err
