@@ -18,11 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simforge_ros.core.errors import ConfigError, Problem
 from simforge_ros.core.limits import IMAGE_SIDE, INT64
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
+from simforge_ros.core.yaml_file import UnreadableYaml, load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -239,11 +238,11 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     """
     source = str(path)
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = load_yaml_file(path)
     except FileNotFoundError:
         raise ConfigError.single(source, "file", "an existing ROS 2 parameter file", source) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise ConfigError.single(source, "file", "a YAML ROS 2 parameter file", type(err).__name__) from None
+    except UnreadableYaml as err:  # where PyYAML stopped, "not UTF-8 text", "a directory"
+        raise ConfigError.single(source, "file", "a YAML ROS 2 parameter file", err.got) from None
     form = "node: ros__parameters: {param: value}"
     if not isinstance(doc, dict) or not doc:
         raise ConfigError.single(source, "file", f"a mapping of {form}", doc)

@@ -56,7 +56,11 @@ sim_bridge:
 
 @pytest.mark.parametrize(("text", "needle"), [
     (None, "file: expected an existing ROS 2 parameter file"),
-    ("a: [b", "file: expected a YAML ROS 2 parameter file, got 'ParserError'"),
+    # where PyYAML stopped, as the scenario loader says it (an exception's class name said nothing)
+    ("a: [b", "file: expected a YAML ROS 2 parameter file, got \"line 1, column 6: expected ',' or ']', but got "
+              "'<stream end>'\""),
+    ("clock_master: [\n", "file: expected a YAML ROS 2 parameter file, got \"line 2, column 1: expected the "
+                           "node content, but found '<stream end>'\""),
     ("- clock_master", "file: expected a mapping of node: ros__parameters: {param: value}"),
     ("", "file: expected a mapping of node: ros__parameters"),
 ])
@@ -65,6 +69,24 @@ def test_a_file_that_is_not_a_parameter_file_is_one_clear_problem(tmp_path, text
     with pytest.raises(ConfigError) as err:
         read_params_file(path)
     assert str(err.value).startswith(f"{path}: {needle}")
+
+
+@pytest.mark.parametrize(("data", "got"), [
+    # a UTF-16 byte order mark: PyYAML decoded it as UTF-16 and read other text than was written
+    (b"\xff\xfec\x00l\x00", "bytes that are not UTF-8 text (0xff at byte 0)"),
+    (b"clock_master:\n  ros__parameters: {run_id: caf\xe9}\n", "bytes that are not UTF-8 text (0xe9 at byte 45)"),
+    (None, "a directory"),
+])
+def test_a_file_that_is_not_utf8_text_or_a_directory_is_said_so(tmp_path, data, got):
+    """They were named by an exception's class: 'UnicodeDecodeError', 'IsADirectoryError'."""
+    path = tmp_path / "p.yaml"
+    if data is None:
+        path.mkdir()
+    else:
+        path.write_bytes(data)
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value) == f"{path}: file: expected a YAML ROS 2 parameter file, got {got}"
 
 
 def test_shared_parameters_go_to_the_nodes_declaring_them_and_a_node_section_wins(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from simforge_ros.core.yaml_file import not_utf8, yaml_problem
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
 from simforge_ros.resources import find_dirs
@@ -54,21 +55,15 @@ def _resolve(name_or_path: str | Path) -> Path:
     raise ScenarioError(str(name_or_path), "name", f"one of {list_scenarios()}", str(name_or_path))
 
 
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    """Where and what, on one line: "line 62, column 17: expected ',' or '}', but got
-    '<stream end>'" (PyYAML's own text spans several lines and quotes the source)."""
-    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
-    if mark is None or problem is None:
-        return " ".join(str(err).split())
-    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
-
-
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load and validate a scenario by name or path; ScenarioError names file and field."""
     path = _resolve(name_or_path)
     source = path.read_bytes()
+    encoding = not_utf8(source)
+    if encoding is not None:  # PyYAML read a UTF-16 byte order mark as UTF-16: other text than its author's
+        raise ScenarioError(path, "<document>", "UTF-8 text", encoding)
     try:
         doc = yaml.load(source, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as err:
-        raise ScenarioError(path, "<document>", "valid YAML", _yaml_problem(err)) from err
+        raise ScenarioError(path, "<document>", "valid YAML", yaml_problem(err)) from err
     return build_scenario(doc, path, source, hashlib.sha256(source).hexdigest())

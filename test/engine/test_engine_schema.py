@@ -197,6 +197,13 @@ def test_bad_yaml_and_unknown_name(write_doc):
     # where and what on one line, not PyYAML's several lines quoting the source
     assert err.got == "line 2, column 1: expected ',' or ']', but got '<stream end>'"
     assert _refused(write_doc, "- just\n- a list\n").field == "<document>"
+    # a UTF-16 byte order mark: PyYAML read UTF-16 and said "expected a mapping, got 'Ā'"
+    utf16 = write_doc("x")
+    utf16.write_bytes(b"\xff\xfe" + "name: x\n".encode("utf-16-le"))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(utf16)
+    assert (info.value.field, info.value.expected) == ("<document>", "UTF-8 text")
+    assert str(info.value).endswith("got bytes that are not UTF-8 text (0xff at byte 0)")
     with pytest.raises(ScenarioError) as info:
         load_scenario("no_such_scenario")
     assert info.value.field == "name" and "right_turn" in info.value.expected
