@@ -25,34 +25,27 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.params import read_params_file
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import parse, say
 
 
-def read_params(path: Path) -> dict[str, dict[str, Any]]:
-    """A run's ROS 2 parameter file as {node: {param: value}}.
+def read_params(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """A run's ROS 2 parameter file as {node: {param: value}}, read as `simforge run
+    --params-file` reads one (params.read_params_file): a bad value, or a section within a
+    typo of a simforge node's, is named with the file and the field; a section for another
+    node is left out, with a line in ``notes`` saying so.
 
     Raises:
-        RunDirError: missing, not YAML, or not ``node: ros__parameters: {...}`` throughout.
+        RunDirError: missing, or without the clock master's parameters and the scenario.
+        ConfigError: not YAML, not ``node: ros__parameters: {...}`` throughout, or a value
+            the nodes would refuse.
     """
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise RunDirError(path, "missing (the run's parameter file; a rerun needs it)") from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise RunDirError(path, f"unreadable: {type(err).__name__}") from None
-    if not isinstance(doc, dict):
-        raise RunDirError(path, "expected a mapping of node: ros__parameters: {...}")
-    params: dict[str, dict[str, Any]] = {}
-    for node, body in doc.items():
-        values = body.get("ros__parameters") if isinstance(body, dict) else None
-        if not isinstance(values, dict):
-            raise RunDirError(path, f"{node}: expected ros__parameters: a mapping of parameter: value")
-        params[str(node)] = dict(values)
+    if not path.exists():
+        raise RunDirError(path, "missing (the run's parameter file; a rerun needs it)")
+    params = read_params_file(path, notes)
     if "clock_master" not in params or "scenario" not in params.get("sim_bridge", {}):
         raise RunDirError(path, "expected the clock_master's parameters and the sim_bridge's scenario")
     return params
@@ -72,7 +65,7 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     faults = bridge.get("faults") or []
     if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
         raise RunDirError(run.path / PARAMS, f"sim_bridge.faults: expected a list of fault specs, got {faults!r}")
-    # values go in as the file has them: runner.node_params validates them, naming the field
+    # values go in as read_params checked them (naming the file); runner.node_params checks them together
     return RunSpec(
         scenario=bridge["scenario"],
         out_dir=out_dir,
@@ -158,7 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "a finite number >= 0 (0: unpaced; 1: real time)", args.real_time_factor)
         if args.hold_at_step < -1:
             raise ConfigError.single("--hold-at-step", "hold_at_step", "a step >= 0 (-1: never)", args.hold_at_step)
-        params = read_params(kept.path / PARAMS)
+        notes: list[str] = []
+        params = read_params(kept.path / PARAMS, notes)
+        for note in notes:
+            say("rerun", note)  # as `simforge run --params-file` says its own
         # wall-clock settings of this rerun's own (validated with the rest by the runner)
         params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"

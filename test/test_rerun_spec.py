@@ -54,22 +54,48 @@ def test_the_parameter_file_asks_the_nodes_the_same_again(tmp_path: Path, origin
     assert node_params(again)["recorder"]["out_dir"] == str(tmp_path / "b")
 
 
+_KEPT = """clock_master:
+  ros__parameters: {seed: 1, steps: 3}
+sim_bridge:
+  ros__parameters: {scenario: right_turn, cameras: []}
+"""
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("[1, 2]", "expected a mapping of node: ros__parameters"),
+        ("[1, 2]", "file: expected a mapping of node: ros__parameters"),
         ("clock_master: {seed: 1}", "clock_master: expected ros__parameters"),
         ("clock_master: {ros__parameters: {seed: 1}}", "expected the clock_master's parameters and the sim_bridge's"),
-        ("clock_master: [", "unreadable: "),
+        # where PyYAML stopped, as `simforge run --params-file` says it (it said "unreadable: ParserError")
+        ("clock_master: [", "file: expected a YAML ROS 2 parameter file, got \"line 1, column 16: expected the node "
+                            "content, but found '<stream end>'\""),
+        # a value the nodes refuse is the file's, not a --set the user never gave
+        (_KEPT.replace("seed: 1", "seed: four"), "params.yaml: clock_master.seed: expected a value of type int, "
+                                                 "got 'four'"),
+        # a typo'd section: the hint `simforge run --params-file` gives
+        (_KEPT.replace("sim_bridge:", "sim_brige:"), "params.yaml: sim_brige: expected a node in ['clock_master', "
+                                                     "'driver', 'recorder', 'sim_bridge'] (did you mean sim_bridge?)"),
     ],
 )
 def test_a_bad_parameter_file_is_named(tmp_path: Path, text: str, needle: str) -> None:
     (tmp_path / "params.yaml").write_text(text)
-    with pytest.raises(RunDirError, match=r"params\.yaml") as err:
+    with pytest.raises((RunDirError, ConfigError), match=r"params\.yaml") as err:
         read_params(tmp_path / "params.yaml")
     assert needle in str(err.value)
+    assert "--set" not in str(err.value)
     with pytest.raises(RunDirError, match="missing"):
         read_params(tmp_path / "other.yaml")
+
+
+def test_another_nodes_section_is_left_out_with_a_note_as_simforge_run_does(tmp_path: Path) -> None:
+    """It was refused as a bad --set (bogus_node.x), a --set the user never gave."""
+    path = tmp_path / "params.yaml"
+    path.write_text(_KEPT + "bogus_node:\n  ros__parameters: {x: 1}\n")
+    notes: list[str] = []
+    assert read_params(path, notes) == {"clock_master": {"seed": 1, "steps": 3},
+                                        "sim_bridge": {"scenario": "right_turn", "cameras": []}}
+    assert notes == [f"{path}: bogus_node left out: not a simforge node (a section for another node of the stack)"]
 
 
 def test_the_layout_is_the_one_the_kept_run_used() -> None:

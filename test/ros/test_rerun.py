@@ -147,3 +147,21 @@ def test_a_rerun_names_a_bad_wall_clock_setting(tmp_path, args, needle):
     kept = lockstep(tmp_path / "runs", steps=3, layout="single")
     out = simforge("rerun", kept.run_dir, *args, cwd=tmp_path)
     assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_problem_in_the_kept_parameter_file_is_the_files_and_another_nodes_section_is_left_out(tmp_path):
+    """A bad value there was said as "--set: ...", a --set the user never gave; a section for
+    another node was refused where `simforge run --params-file` leaves it out with a note."""
+    kept = lockstep(tmp_path / "runs", steps=3, layout="single", sets={"sim_bridge": {"cameras": []}})
+    params = Path(kept.run_dir) / "params.yaml"
+    original = params.read_text()
+    params.write_text(original.replace("seed: 0", "seed: four"))
+    out = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert out.returncode == 2 and "--set" not in out.stderr
+    assert out.stderr == f"simforge rerun: {params}: clock_master.seed: expected a value of type int, got 'four'\n"
+    params.write_text(original + "bogus_node:\n  ros__parameters: {x: 1}\n")
+    out = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == (f"simforge rerun: {params}: bogus_node left out: not a simforge node (a section for "
+                          "another node of the stack)\n")
+    assert out.stdout.splitlines()[-1] == "repeated bit for bit"
