@@ -164,7 +164,7 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
 
 def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``over`` on top of ``base``; a period ``over`` gives in one unit replaces ``base``'s
-    in the other (both units in ``over`` itself stay, for the node to refuse)."""
+    in the other (both units in ``over`` itself stay, for params.validate to refuse)."""
     out = {node: dict(values) for node, values in base.items()}
     for node, values in over.items():
         mine = out.setdefault(node, {})
@@ -179,7 +179,7 @@ def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]
 
 def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
-    from simforge_ros.runner import RunSpec, new_run_id, run
+    from simforge_ros.runner import RunSpec, new_run_id, node_params, run
 
     options, file_sets, file_faults = _params_file(args.params_file) if args.params_file else ({}, {}, [])
     scenario = args.scenario if args.scenario is not None else options.get("scenario")
@@ -220,6 +220,16 @@ def _run(args: argparse.Namespace) -> int:
     steps = args.steps if args.steps is not None else options.get("steps", 0)
     record = options.get("record", True)
     out_root = Path(args.out)
+
+    def spec_of(run_id: str) -> RunSpec:
+        return RunSpec(
+            scenario=str(Path(scenario).resolve()) if Path(scenario).is_file() else scenario,
+            out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=driver, seed=seed,
+            steps=steps, latency_us=latency_us, layout=args.layout, sets=sets,
+            faults=tuple(file_faults + [f for f in args.inject if f not in file_faults]), record=record,
+        )
+
+    node_params(spec_of(new_run_id(scenario, seed, 0)))  # every parameter checked before --out is made
     try:
         out_root.mkdir(parents=True, exist_ok=True)
         if not os.access(out_root, os.W_OK):
@@ -231,12 +241,7 @@ def _run(args: argparse.Namespace) -> int:
     show_progress = sys.stderr.isatty() and not args.json
     for index in range(args.repeat):
         run_id = new_run_id(scenario, seed, index)
-        spec = RunSpec(
-            scenario=str(Path(scenario).resolve()) if Path(scenario).is_file() else scenario,
-            out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=driver, seed=seed,
-            steps=steps, latency_us=latency_us, layout=args.layout, sets=sets,
-            faults=tuple(file_faults + [f for f in args.inject if f not in file_faults]), record=record,
-        )
+        spec = spec_of(run_id)
         result = run(spec, _progress_printer(run_id, show_progress))
         if show_progress:
             print("\r" + " " * 60 + "\r", end="", file=sys.stderr)

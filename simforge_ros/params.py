@@ -184,6 +184,25 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     return float(value) if item.kind == "float" else value
 
 
+def periods(node: str) -> list[str]:
+    """The periods ``node`` declares in two units (``<name>_us`` and ``<name>_s``), by name."""
+    names = {item.name for item in NODE_PARAMS.get(node, ())}
+    return [name[: -len("_us")] for name in sorted(names) if name.endswith("_us") and name[:-3] + "_s" in names]
+
+
+def both_units(node: str, values: Mapping[str, Any], source: str) -> list[Problem]:
+    """A period of ``node`` given both in microseconds and in seconds: one problem each,
+    naming both fields. A node took one of the two and dropped the other without a word."""
+    problems = []
+    for name in periods(node):
+        us, s = values.get(f"{name}_us"), values.get(f"{name}_s")
+        if us is not None and s is not None:
+            problems.append(Problem(source, f"{node}.{name}_us and {node}.{name}_s",
+                                    "one of the two (a period in microseconds or in seconds, never both)",
+                                    {f"{name}_us": us, f"{name}_s": s}))
+    return problems
+
+
 def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, dict[str, Any]]:
     """Validate a whole {node: {param: value}} mapping, reporting every problem at once.
 
@@ -198,6 +217,7 @@ def validate(params: Mapping[str, Mapping[str, Any]], source: str) -> dict[str, 
                 out.setdefault(node, {})[name] = coerce(node, name, value, source)
             except ConfigError as err:
                 problems.extend(err.problems)
+        problems += both_units(node, values, source)
     if problems:
         raise ConfigError(problems)
     return out

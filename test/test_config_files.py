@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from simforge_ros.core.errors import ConfigError
-from simforge_ros.params import NODE_PARAMS, planner_cameras, validate
+from simforge_ros.params import NODE_PARAMS, periods, planner_cameras, validate
 from simforge_ros.runner import EXTERNAL, SURROUND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +35,23 @@ def test_a_wrong_parameter_is_reported_with_node_field_and_form():
     assert "f.yaml: clock_master.decision_us: expected a value of type int, got 'fast'" in text
     assert "clock_master.decison_us" in text and "sim_bridge.cameras" in text
     assert len(err.value.problems) == 3
+
+
+@pytest.mark.parametrize(("node", "period"), [(node, name) for node in NODE_PARAMS for name in periods(node)])
+def test_every_period_in_both_units_is_refused_naming_both(node, period):
+    """A node took one of the two and dropped the other without a word."""
+    us, s = f"{period}_us", f"{period}_s"
+    with pytest.raises(ConfigError) as err:
+        validate({node: {us: 200_000, s: 0.1}}, "f.yaml")
+    assert str(err.value) == (f"f.yaml: {node}.{us} and {node}.{s}: expected one of the two (a period in "
+                              f"microseconds or in seconds, never both), got {{'{us}': 200000, '{s}': 0.1}}")
+    assert validate({node: {s: 0.1}}, "f.yaml") == {node: {s: 0.1}}  # one of the two is fine
+
+
+def test_the_periods_are_every_pair_the_nodes_declare():
+    assert {node: periods(node) for node in NODE_PARAMS} == {
+        "clock_master": ["decision", "latency"], "sim_bridge": ["camera_period", "tick"],
+        "driver": ["planning_period"], "recorder": []}
 
 
 @pytest.mark.parametrize(("node", "name", "value", "expected"), [

@@ -89,6 +89,38 @@ def test_a_file_that_is_not_utf8_text_or_a_directory_is_said_so(tmp_path, data, 
     assert str(err.value) == f"{path}: file: expected a YAML ROS 2 parameter file, got {got}"
 
 
+def test_a_period_given_in_both_units_in_a_file_is_refused_naming_both(tmp_path):
+    """The node took the seconds and dropped the microseconds without a word (a run of
+    decision_us 200000 and decision_s 0.1 stepped every 0.1 s, counted)."""
+    path = _write(tmp_path, """
+clock_master:
+  ros__parameters: {decision_us: 200000, decision_s: 0.1, seed: 1}
+/**:
+  ros__parameters: {tick_us: 20000}
+sim_bridge:
+  ros__parameters: {tick_s: 0.02}
+""")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    # a shared tick_us and a node's own tick_s: the node gets both (under `ros2 launch` too)
+    assert sorted(str(err.value).splitlines()) == [
+        f"{path}: clock_master.decision_us and clock_master.decision_s: expected one of the two (a period in "
+        "microseconds or in seconds, never both), got {'decision_us': 200000, 'decision_s': 0.1}",
+        f"{path}: sim_bridge.tick_us and sim_bridge.tick_s: expected one of the two (a period in microseconds or "
+        "in seconds, never both), got {'tick_us': 20000, 'tick_s': 0.02}",
+    ]
+
+
+def test_a_period_in_both_units_on_the_command_line_is_refused_before_anything_is_written(tmp_path, capsys):
+    out = tmp_path / "runs"
+    assert cli.main(["run", "right_turn", "--steps", "2", "--set", "clock_master.decision_us=200000",
+                     "--set", "clock_master.decision_s=0.1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "simforge: --set: clock_master.decision_us and clock_master.decision_s: expected one of the two (a period "
+        "in microseconds or in seconds, never both), got {'decision_us': 200000, 'decision_s': 0.1}\n")
+    assert not out.exists()
+
+
 def test_shared_parameters_go_to_the_nodes_declaring_them_and_a_node_section_wins(tmp_path):
     path = _write(tmp_path, """
 /clock_master:
@@ -146,7 +178,7 @@ def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
         "clock_master": {"seed": 1, "decision_s": 0.3},
         "sim_bridge": {"tick_us": 20_000, "width": 64},
     }
-    # both units on the command line itself stay, for the node to refuse
+    # both units on the command line itself stay, for params.validate to refuse
     both = {"clock_master": {"decision_s": 0.3, "decision_us": 300_000}}
     assert cli._merged_sets(base, both)["clock_master"] == {"seed": 1, "decision_s": 0.3, "decision_us": 300_000}
 

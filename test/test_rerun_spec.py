@@ -73,6 +73,8 @@ sim_bridge:
         # a value the nodes refuse is the file's, not a --set the user never gave
         (_KEPT.replace("seed: 1", "seed: four"), "params.yaml: clock_master.seed: expected a value of type int, "
                                                  "got 'four'"),
+        (_KEPT.replace("seed: 1", "decision_us: 200000, decision_s: 0.1"),
+         "params.yaml: clock_master.decision_us and clock_master.decision_s: expected one of the two"),
         # a typo'd section: the hint `simforge run --params-file` gives
         (_KEPT.replace("sim_bridge:", "sim_brige:"), "params.yaml: sim_brige: expected a node in ['clock_master', "
                                                      "'driver', 'recorder', 'sim_bridge'] (did you mean sim_bridge?)"),

@@ -309,6 +309,12 @@ def test_cli_run_json_and_exit_codes(tmp_path):
          "clock_master.hold_at_step: expected a step of the run (0 to 4; -1: never), got 5"),
         (["run", "right_turn", "--set", "clock_master.hold_at_step=-2"],
          "clock_master.hold_at_step: expected an integer"),
+        # both units of a period: the seconds were taken, the microseconds dropped unsaid
+        (["run", "right_turn", "--steps", "2", "--set", "clock_master.decision_us=200000", "--set",
+          "clock_master.decision_s=0.1"], "--set: clock_master.decision_us and clock_master.decision_s: expected one "
+                                          "of the two (a period in microseconds or in seconds, never both)"),
+        (["run", "right_turn", "--steps", "2", "--set", "sim_bridge.tick_us=20000", "--set", "sim_bridge.tick_s=0.02"],
+         "--set: sim_bridge.tick_us and sim_bridge.tick_s: expected one of the two"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
