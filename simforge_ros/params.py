@@ -35,6 +35,13 @@ class ParamSpec:
     positive: bool = False  # a size, a count or a wall-clock limit: must be > 0
     minimum: int | None = None  # an int's range with maximum; a float's lower bound
     maximum: int | None = None  # ints only
+    form: str = ""  # the expected form said to a user where the kind's own would be unclear
+
+    def expected(self) -> str:
+        """The form a value of the wrong type is told to take (the user's words, not the kind's)."""
+        if self.form:
+            return self.form
+        return "a list of strings, like [a,b]" if self.kind == "str_list" else f"a value of type {self.kind}"
 
     def limits(self) -> str:
         """The range as `ros2 param describe` and a node's --help show it ("" when none)."""
@@ -53,6 +60,9 @@ def _period(name: str, default_us: int | None, doc: str, positive: bool = False,
         ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive, minimum),
     )
 
+
+_CAMERAS_FORM = "a list of camera names, like [front,chase]"
+_FAULTS_FORM = "a list of fault specs, like [drop_frame@3]"
 
 NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "clock_master": (
@@ -91,7 +101,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("scenario", "str", "right_turn", "scenario name or path of a scenario file"),
         *_period("tick", DEFAULT_TICK_US, "engine tick", positive=True),
         *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
-        ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish"),
+        ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish",
+                  form=_CAMERAS_FORM),
         ParamSpec("width", "int", 320, "camera image width, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("height", "int", 180, "camera image height, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("odometry", "bool", False, "publish the ego state as nav_msgs/Odometry on /simforge/odom"),
@@ -106,7 +117,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("map_frame", "str", "map", "odometry and /tf: the frame the ego's pose is in"),
         ParamSpec("base_frame", "str", "base_link",
                   "odometry and tf: the ego's frame (rear axle, on the ground, x forward, z up)"),
-        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
     ),
     "driver": (
         ParamSpec("policy", "str", "route", "route | torch"),
@@ -118,15 +129,16 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
         ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
         ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights", minimum=0),
-        ParamSpec("cameras", "str_list", ["front", "left", "rear", "right"], "torch planner cameras"),
-        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+        ParamSpec("cameras", "str_list", ["front", "left", "rear", "right"], "torch planner cameras",
+                  form=_CAMERAS_FORM),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
     ),
     "recorder": (
         ParamSpec("out_dir", "str", "", "run directory; required"),
         ParamSpec("run_id", "str", "", "run id"),
         ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3"),
         ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages", positive=True),
-        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)"),
+        ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
     ),
 }
 
@@ -151,6 +163,14 @@ def spec(node: str, name: str, source: str = "--set") -> ParamSpec:
 _EXPONENT_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
 
 
+def _non_finite(text: str) -> bool:
+    """Whether ``text`` is a float that is not finite ("nan", "-inf", "Infinity")."""
+    try:
+        return not math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     """Check a value against its spec (ints are accepted for floats, nothing else widens).
 
@@ -167,8 +187,11 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
         "str": isinstance(value, str),
         "str_list": isinstance(value, list) and all(isinstance(v, str) for v in value),
     }[item.kind]
+    if not ok and item.kind == "float" and isinstance(value, str) and _non_finite(value):
+        # "nan", "inf": strings to PyYAML (its floats are .nan, .inf), floats all the same
+        raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
     if not ok:
-        raise ConfigError.single(source, f"{node}.{name}", f"a value of type {item.kind}", value)
+        raise ConfigError.single(source, f"{node}.{name}", item.expected(), value)
     if item.kind == "float" and not math.isfinite(value):
         raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
     if item.positive and value <= 0:

@@ -55,6 +55,25 @@ def test_the_periods_are_every_pair_the_nodes_declare():
 
 
 @pytest.mark.parametrize(("node", "name", "value", "expected"), [
+    # the user's words, not the kind's internal name (str_list)
+    ("sim_bridge", "cameras", "front", "a list of camera names, like [front,chase]"),
+    ("driver", "cameras", [1, 2], "a list of camera names, like [front,chase]"),
+    ("recorder", "faults", "drop_frame@3", "a list of fault specs, like [drop_frame@3]"),
+    # "nan" and "inf" are strings to PyYAML (its floats are .nan and .inf), floats all the same:
+    # said as a file's .nan is
+    ("clock_master", "real_time_factor", "nan", "a finite number"),
+    ("clock_master", "real_time_factor", float("nan"), "a finite number"),
+    ("clock_master", "pose_tolerance_m", "-inf", "a finite number"),
+    ("clock_master", "pose_tolerance_deg", "Infinity", "a finite number"),
+    ("clock_master", "pose_tolerance_deg", "wide", "a value of type float"),
+])
+def test_a_value_of_the_wrong_form_is_told_the_form_in_the_users_words(node, name, value, expected):
+    with pytest.raises(ConfigError) as err:
+        validate({node: {name: value}}, "--set")
+    assert str(err.value) == f"--set: {node}.{name}: expected {expected}, got {value!r}"
+
+
+@pytest.mark.parametrize(("node", "name", "value", "expected"), [
     # a seed travels as uint64 in Step and Decide: -1 failed inside rclpy's message code
     ("clock_master", "seed", -1, "an integer in [0, 9223372036854775807]"),
     ("clock_master", "seed", 2**64, "an integer in [0, 9223372036854775807]"),

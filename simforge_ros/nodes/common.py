@@ -80,7 +80,7 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
         try:  # writable until its value is settled below
             node.declare_parameter(item.name, _TYPES[item.kind], _descriptor(item, read_only=False))
         except InvalidParameterTypeException as err:
-            problems.append(Problem(node_name, item.name, f"a value of type {item.kind}", str(err)))
+            problems.append(Problem(node_name, item.name, item.expected(), str(err)))
             continue
         try:
             value = node.get_parameter(item.name).value

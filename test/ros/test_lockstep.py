@@ -315,6 +315,10 @@ def test_cli_run_json_and_exit_codes(tmp_path):
                                           "of the two (a period in microseconds or in seconds, never both)"),
         (["run", "right_turn", "--steps", "2", "--set", "sim_bridge.tick_us=20000", "--set", "sim_bridge.tick_s=0.02"],
          "--set: sim_bridge.tick_us and sim_bridge.tick_s: expected one of the two"),
+        (["run", "right_turn", "--set", "sim_bridge.cameras=front"],
+         "--set: sim_bridge.cameras: expected a list of camera names, like [front,chase], got 'front'"),
+        (["run", "right_turn", "--set", "clock_master.real_time_factor=nan"],
+         "--set: clock_master.real_time_factor: expected a finite number, got 'nan'"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):

@@ -67,3 +67,24 @@ def test_every_listed_parameter_has_the_value_the_node_runs_with(ros_lease, node
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def test_a_value_of_the_wrong_type_is_told_the_form_in_the_users_words(ros_lease):
+    """As `--set` says it (`ros2 launch ... -p cameras:=front` said "of type str_list")."""
+    import rclpy
+    from rclpy.node import Node
+
+    from simforge_ros.core.errors import ConfigError
+    from simforge_ros.nodes.common import declare_params
+
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "-p", "cameras:=front"], context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node("sim_bridge", context=context)
+        with pytest.raises(ConfigError) as err:
+            declare_params(node, "sim_bridge")
+        said = str(err.value)
+        assert said.startswith("sim_bridge: cameras: expected a list of camera names, like [front,chase], got ")
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
