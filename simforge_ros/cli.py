@@ -187,9 +187,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError.single("SCENARIO", "scenario", "a scenario name or file (or sim_bridge.scenario in "
                                  "--params-file)", None)
     if scenario not in list_scenarios() and not Path(scenario).is_file():
-        raise ConfigError.single(
-            "SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario file", scenario
-        )
+        known = f"one of {', '.join(list_scenarios())} or a scenario file"
+        if "/" in scenario or Path(scenario).suffix in (".yaml", ".yml"):  # meant as a file: say why it is none
+            why = "is a directory" if Path(scenario).is_dir() else "no such file"
+            known = f"an existing scenario file ({why}) or one of {', '.join(list_scenarios())}"
+        raise ConfigError.single("SCENARIO", "scenario", known, scenario)
     if args.seed is not None and not 0 <= args.seed <= INT64[1]:
         raise ConfigError.single("--seed", "seed", f"an integer in [0, {INT64[1]}]", args.seed)
     if args.steps is not None and not 0 <= args.steps <= INT64[1]:
