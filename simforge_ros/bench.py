@@ -544,6 +544,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"simforge bench: {err}", file=sys.stderr)
         return EXIT_USAGE
+    if not args.out:  # Path("") is the current directory: "Is a directory" said why not
+        print("simforge bench: --out: expected a JSON file simforge can write (an empty name names none), got ''",
+              file=sys.stderr)
+        return EXIT_USAGE
     out = Path(args.out)
     try:  # before minutes of measuring, not after
         out.parent.mkdir(parents=True, exist_ok=True)

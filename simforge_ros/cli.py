@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shlex
 import sys
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Simf
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, RunResult
+from simforge_ros.tools import out_dir_problem
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, frames_digest, status, refusal, run_dir"
 _SET_EXAMPLE = "sim_bridge.cameras=[front,left]"
@@ -232,13 +232,10 @@ def _run(args: argparse.Namespace) -> int:
         )
 
     node_params(spec_of(new_run_id(scenario, seed, 0)))  # every parameter checked before --out is made
-    try:
-        out_root.mkdir(parents=True, exist_ok=True)
-        if not os.access(out_root, os.W_OK):
-            raise PermissionError(13, "Permission denied")
-    except OSError as err:
-        raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({err.strerror})",
-                                 args.out) from None
+    problem = out_dir_problem(args.out)
+    if problem is not None:
+        raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",
+                                 args.out)
     results = []
     show_progress = sys.stderr.isatty() and not args.json
     for index in range(args.repeat):

@@ -29,7 +29,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Simf
 from simforge_ros.params import read_params_file
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import out_dir_problem, parse, say
 
 
 def read_params(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("run", type=Path, help="the kept run directory")
     parser.add_argument("--layout", choices=LAYOUTS, default=None,
                         help="default: the layout the kept run used (both give the same digest)")
-    parser.add_argument("--out", type=Path, default=None, help="directory for the new run (default: the kept run's)")
+    parser.add_argument("--out", default=None, help="directory for the new run (default: the kept run's)")
     parser.add_argument("--real-time-factor", type=float, default=0.0, metavar="F",
                         help="pace the rerun (1: real time, to watch it live); default 0, whatever the kept run's")
     parser.add_argument("--hold-at-step", type=int, default=-1, metavar="K",
@@ -157,8 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("rerun", note)  # as `simforge run --params-file` says its own
         # wall-clock settings of this rerun's own (validated with the rest by the runner)
         params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
+        if args.out is not None and (problem := out_dir_problem(args.out)) is not None:  # as `simforge run`'s
+            raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",
+                                     args.out)
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
-        out_dir = ((args.out or kept.path.parent) / run_id).resolve()
+        out_dir = ((Path(args.out) if args.out is not None else kept.path.parent) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
         result = start_run(spec)
     except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback

@@ -5,8 +5,10 @@ stderr, named by the tool, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from simforge_ros.core.errors import EXIT_USAGE
 
@@ -22,6 +24,23 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 def say(tool: str, err: BaseException | str) -> None:
     """``err`` (an error or what to say) as one line on stderr: "simforge TOOL: ..."."""
     print(f"simforge {tool}: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+
+
+def out_dir_problem(text: str) -> str | None:
+    """Why ``text`` (an --out option) cannot be the directory a tool writes into, or None
+    when it can: it is then created (with its parents). An empty --out named no directory,
+    and runs were written into the current one unasked."""
+    if not text:
+        return "an empty name names none; . is the current directory"
+    try:
+        Path(text).mkdir(parents=True, exist_ok=True)
+        if not os.access(text, os.W_OK):
+            raise PermissionError(13, "Permission denied")
+    except FileExistsError:  # mkdir's own "File exists" read as if a directory were fine
+        return "a file of that name is there, not a directory"
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

@@ -312,9 +312,11 @@ def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys,
     (tmp_path / "a_file").write_text("")
     assert bench.main(["--quick", "--out", str(tmp_path / "a_file" / "bench.json")]) == 2
     assert bench.main(["--quick", "--out", str(tmp_path)]) == 2
+    assert bench.main(["--quick", "--out", ""]) == 2  # said "(Is a directory)": the current one
     err = capsys.readouterr().err.splitlines()
     said = "simforge bench: --out: expected a JSON file simforge can write"
-    assert [line.split(" (")[0] for line in err] == [said, said]
+    assert [line.split(" (")[0] for line in err] == [said, said, said]
+    assert err[2] == f"{said} (an empty name names none), got ''"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing left behind
 
 

@@ -31,7 +31,7 @@ from simforge_ros.engine.png import write_png
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.topdown import draw_topdown
 from simforge_ros.engine.world import Engine
-from simforge_ros.tools import say
+from simforge_ros.tools import out_dir_problem, say
 
 
 def _scenario(s: Scenario | str | Path) -> Scenario:
@@ -124,20 +124,23 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         say("render", problem)
         return EXIT_USAGE
+    if args.out == "":  # named no directory: the PNGs went to the default one unasked
+        say("render", f"--out: expected a directory simforge can create ({out_dir_problem('')}), got ''")
+        return EXIT_USAGE
     cameras = [c for c in (args.cameras or "chase,front").split(",") if c]
     if Path(args.scenario).is_dir():  # a kept run: its cameras are what its steps name
         if args.topdown_only:
             parser.error("--topdown-only draws a scenario, not a run")
-        return _render_run(Path(args.scenario), args.step, args.out or ".", cameras if args.cameras else None)
+        out = args.out if args.out is not None else "."
+        return _render_run(Path(args.scenario), args.step, out, cameras if args.cameras else None)
     unknown = [c for c in cameras if c not in CAMERA_NAMES]
     if unknown:
         parser.error(f"unknown camera(s) {unknown}; known: {', '.join(CAMERA_NAMES)}")
     args.out = args.out or "docs"
     args.step = 60 if args.step is None else args.step
-    try:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        say("render", f"--out: expected a directory simforge can create ({err.strerror}), got {args.out!r}")
+    problem = out_dir_problem(args.out)
+    if problem is not None:
+        say("render", f"--out: expected a directory simforge can create ({problem}), got {args.out!r}")
         return EXIT_USAGE
     try:
         sc = load_scenario(args.scenario)
@@ -181,7 +184,10 @@ def _render_run(path: Path, step: int | None, out: str, cameras: list[str] | Non
         run = load_run(path)
         at = default_step(run) if step is None else step
         frames = frames_at(run, at, cameras)
-        Path(out).mkdir(parents=True, exist_ok=True)
+        problem = out_dir_problem(out)  # named as for a scenario, not an OSError's own text
+        if problem is not None:
+            say("render", f"--out: expected a directory simforge can create ({problem}), got {out!r}")
+            return EXIT_USAGE
         run_id = run.manifest["run_id"]
         written = [(write_png(Path(out) / f"{run_id}_step{at}_{f.camera}.png", f.pixels), f) for f in frames]
     except FramesError as err:

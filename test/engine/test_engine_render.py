@@ -145,3 +145,16 @@ def test_render_refuses_an_out_it_cannot_create_before_drawing(tmp_path, capsys)
     assert main(["right_turn", "--step", "3", "--out", str(tmp_path / "a_file" / "pngs")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("simforge render: --out: expected a directory simforge can create (") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("out", ["", "a_file"])
+def test_render_refuses_an_empty_out_or_a_file_naming_out(tmp_path, capsys, monkeypatch, out):
+    """An empty --out drew into the default docs/ unasked; a file was "File exists"."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("")
+    assert main(["right_turn", "--step", "3", "--out", out]) == 2
+    err = capsys.readouterr().err
+    why = "an empty name names none; . is the current directory" if not out else (
+        "a file of that name is there, not a directory")
+    assert err == f"simforge render: --out: expected a directory simforge can create ({why}), got {out!r}\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]

@@ -90,6 +90,21 @@ def test_render_of_a_run_refuses_in_one_line(make_run, tmp_path, capsys):
     assert not list(tmp_path.glob("*.png"))
 
 
+@pytest.mark.parametrize("out", ["", "a_file"])
+def test_render_of_a_run_names_out_when_it_is_a_file_or_empty(make_run, tmp_path, capsys, monkeypatch, out):
+    """It said "[Errno 17] File exists: ..." naming no option (render SCENARIO named --out),
+    and an empty --out wrote into the current directory unasked."""
+    run_dir = make_run(steps=8)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("")
+    assert main([str(run_dir), "--step", "3", "--out", out]) == 2
+    why = "an empty name names none; . is the current directory" if not out else (
+        "a file of that name is there, not a directory")
+    assert capsys.readouterr().err == (
+        f"simforge render: --out: expected a directory simforge can create ({why}), got {out!r}\n")
+    assert not list(tmp_path.glob("*.png"))
+
+
 def test_frames_in_other_encodings_become_rgb():
     bgr = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
     assert np.array_equal(_rgb(bgr, "bgr8"), bgr[..., ::-1])

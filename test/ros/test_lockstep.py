@@ -321,6 +321,9 @@ def test_cli_run_json_and_exit_codes(tmp_path):
          "--set: clock_master.real_time_factor: expected a finite number, got 'nan'"),
         (["run", "/nonexistent.yaml"], "SCENARIO: scenario: expected an existing scenario file (no such file) or "
                                        "one of handover_parked, red_signal, right_turn"),
+        (["run", "right_turn", "--steps", "1", "--set", "sim_bridge.cameras=[]", "--out", ""],
+         "--out: out: expected a directory simforge can create and write to (an empty name names none; "
+         ". is the current directory), got ''"),
     ],
 )
 def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):

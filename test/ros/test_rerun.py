@@ -142,11 +142,17 @@ def test_a_rerun_is_neither_paced_nor_held_unless_asked(tmp_path):
 @pytest.mark.parametrize(("args", "needle"), [
     (("--real-time-factor", "-1"), "--real-time-factor: real_time_factor: expected a finite number >= 0"),
     (("--hold-at-step", "-3"), "--hold-at-step: hold_at_step: expected a step >= 0 (-1: never), got -3"),
+    # as `simforge run --out` (it was "unexpected error: NotADirectoryError", exit 1)
+    (("--out", "a_file"), "--out: out: expected a directory simforge can create and write to (a file of that "
+                          "name is there, not a directory), got 'a_file'"),
+    (("--out", ""), "--out: out: expected a directory simforge can create and write to (an empty name names none"),
 ])
 def test_a_rerun_names_a_bad_wall_clock_setting(tmp_path, args, needle):
     kept = lockstep(tmp_path / "runs", steps=3, layout="single")
+    (tmp_path / "a_file").write_text("")
     out = simforge("rerun", kept.run_dir, *args, cwd=tmp_path)
     assert out.returncode == 2 and needle in out.stderr and "Traceback" not in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "runs"]
 
 
 def test_a_problem_in_the_kept_parameter_file_is_the_files_and_another_nodes_section_is_left_out(tmp_path):
