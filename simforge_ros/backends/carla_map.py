@@ -17,7 +17,8 @@ from typing import Any
 
 from simforge_ros.backends.base import BackendUnavailable
 from simforge_ros.backends.carla_backend import from_carla_xy_yaw, import_carla
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
+from simforge_ros.params import coerce
 from simforge_ros.tools import parse, say
 
 TOOL = "carla-map"
@@ -76,6 +77,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(_parser(), argv)
     if isinstance(args, int):
         return args
+    # the command line first, as sim_bridge's parameters are checked: a bad port or time-out
+    # was said only once the carla module was installed, if at all
+    try:
+        coerce("sim_bridge", "carla_port", args.port, source="--port")
+        coerce("sim_bridge", "carla_timeout_ms", args.timeout_ms, source="--timeout-ms")
+    except ConfigError as err:
+        say(TOOL, err)
+        return EXIT_USAGE
     try:
         carla = import_carla()
     except BackendUnavailable as err:

@@ -78,3 +78,14 @@ def test_it_leaves_the_world_as_it_was(monkeypatch, capsys):
 @pytest.mark.parametrize("argv", [["--help"], ["--port", "x"]])
 def test_its_command_line(argv):
     assert main(argv) == (0 if argv == ["--help"] else 2)
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--port", "70000"], "--port: sim_bridge.carla_port: expected an integer in [1, 65535], got 70000"),
+    (["--port", "0"], "--port: sim_bridge.carla_port: expected an integer in [1, 65535], got 0"),
+    (["--timeout-ms", "-1"], "--timeout-ms: sim_bridge.carla_timeout_ms: expected an integer > 0, got -1"),
+])
+def test_a_bad_port_or_time_out_is_said_before_the_carla_module_is_looked_for(argv, said):
+    """Said only once the carla module was installed (here, without it: what to install)."""
+    out = _cli(*argv, double=False)
+    assert out.returncode == 2 and out.stderr == f"simforge carla-map: {said}\n"
