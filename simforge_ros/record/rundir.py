@@ -267,8 +267,9 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
     checks: list[tuple[str, bool, str]] = [
         # tools name new directories after it (rerun, salvage): one name, never a path
         ("run_id", _is_run_id(manifest.get("run_id")), "a run id (one file name: no '/', not '.' or '..')"),
-        ("scenario", isinstance(manifest.get("scenario"), str) and bool(manifest.get("scenario")),
-         "a scenario name or file"),
+        # null: no node's parameters were recorded (a salvaged run of no step)
+        ("scenario", (isinstance(manifest.get("scenario"), str) and bool(manifest.get("scenario"))) or (
+            manifest.get("scenario") is None and manifest.get("steps") == 0), "a scenario name or file"),
         ("status", manifest.get("status") in STATUSES, f"one of {list(STATUSES)}"),
         ("expected_steps", _is_int(manifest.get("expected_steps")), "an int >= 0"),
         ("steps", _is_int(manifest.get("steps")), "an int >= 0"),
