@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros import topics
+from simforge_ros.core.diffing import MISSING, first_field_diff, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
@@ -210,9 +211,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
             kept += 1
         if mine is None or theirs is None:
             continue
-        if mine["digest"] != theirs.get("digest"):
-            raise SalvageError(f"step {mine['step']}: the bag's records chain to {mine['digest'][:16]}, "
-                               f"{STEPS} says {str(theirs.get('digest'))[:16]}: the bag and the record disagree")
+        _check_same(mine, theirs)
         agree += 1
     for name in (PARAMS, "logs"):
         source = run / name
@@ -223,6 +222,32 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": kept, "agree": agree,
             "messages": prefix.messages_read, "chunks": prefix.chunks,
             "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
+
+
+_CHAINS = ("digest", "frames_digest")
+"""Compared last: a chain differs because a field it hashes does, which is named first."""
+
+
+def _check_same(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> None:
+    """The salvaged record of a step must be the kept one, field for field: the step chain
+    hashes no frame (the frames chain does), so a bag whose image bytes changed chained to
+    the same digests and was salvaged as if it were the run.
+
+    Raises:
+        SalvageError: the first field that differs, by its path (``frames.front``).
+    """
+    step = mine["step"]
+    fields = [k for k in mine if k not in _CHAINS] + [k for k in theirs if k not in mine and k not in _CHAINS]
+    for key in (*fields, *_CHAINS):
+        found = first_field_diff(key, mine.get(key, MISSING), theirs.get(key, MISSING))
+        if found is None:
+            continue
+        path, bag, kept = found
+        if path == "digest":  # every field it hashes is the same: the kept chain is not this one
+            raise SalvageError(f"step {step}: the bag's records chain to {str(bag)[:16]}, {STEPS} says "
+                               f"{str(kept)[:16]}: the bag and the record disagree")
+        raise SalvageError(f"step {step}: field {path}: the bag gives {format_value(bag)}, {STEPS} has "
+                           f"{format_value(kept)}: the bag and the record disagree (one is corrupt)")
 
 
 def _ended(run: Path) -> dict[str, Any]:
