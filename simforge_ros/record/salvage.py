@@ -12,7 +12,8 @@ steps.jsonl and a refused manifest. The kept run is never touched; its own steps
 must agree with the salvaged records, step for step, or nothing is kept.
 
 What the killed recorder had not yet written to its bag (its pending chunk, up to 1 MB) is
-lost: the salvaged run may hold fewer steps than the kept steps.jsonl.
+lost: the salvaged run may hold fewer steps than the kept steps.jsonl, but not none of
+them, and not fewer when the bag was written whole (its footer and closing magic).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ class McapPrefix:
     ``messages()`` reads the file one record at a time, so a bag larger than memory (a
     long four-camera run writes ~700 KB a step) is salvaged in about one chunk's room; the
     whole file and every message in it used to be held at once, twice the bag's size.
-    ``chunks``, ``messages_read`` and ``bytes_read`` are what the last full pass found.
+    ``chunks``, ``messages_read`` and ``bytes_read`` are what the last full pass found;
+    ``whole``, whether it read the file to its closing magic (the recorder wrote its footer).
     """
 
     def __init__(self, path: Path) -> None:
@@ -81,6 +83,7 @@ class McapPrefix:
         self.chunks = 0
         self.messages_read = 0
         self.bytes_read = 0
+        self.whole = False
 
     def messages(self) -> Iterator[Message]:
         """Every message of the complete chunks, in the order written.
@@ -101,6 +104,7 @@ class McapPrefix:
         schemas: dict[int, str] = {}
         channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)
         chunks = count = 0
+        whole = False
         total = self.bytes_total
         with path.open("rb") as file:
             pos = file.seek(len(MCAP_MAGIC))
@@ -130,8 +134,8 @@ class McapPrefix:
                 chunks += 1
                 pos = end
             if total - pos == len(MCAP_MAGIC) and file.read(len(MCAP_MAGIC)) == MCAP_MAGIC:
-                pos = total  # a whole file ends with the magic again, after its footer
-        self.chunks, self.messages_read, self.bytes_read = chunks, count, pos
+                pos, whole = total, True  # a whole file ends with the magic again, after its footer
+        self.chunks, self.messages_read, self.bytes_read, self.whole = chunks, count, pos, whole
 
 
 def _string(buf: bytes, pos: int) -> tuple[str, int]:
@@ -213,6 +217,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
             continue
         _check_same(mine, theirs)
         agree += 1
+    _check_enough(prefix, len(steps), kept)
     for name in (PARAMS, "logs"):
         source = run / name
         if source.is_dir():
@@ -222,6 +227,25 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": kept, "agree": agree,
             "messages": prefix.messages_read, "chunks": prefix.chunks,
             "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
+
+
+def _check_enough(prefix: McapPrefix, steps: int, kept: int) -> None:
+    """A bag cut off by a kill may lose the steps of its pending chunk, so fewer steps
+    than the kept steps.jsonl holds are a salvage; none of them is not (a bag cut or
+    emptied before its first chunk), and a whole bag (its footer written) loses none.
+
+    Raises:
+        SalvageError: the bag gives no step of a run that kept some, or a whole bag fewer.
+    """
+    if kept == 0 or steps >= kept:
+        return
+    found = (f"{prefix.path}: {steps} complete steps in its {prefix.chunks} complete chunks "
+             f"({prefix.bytes_read} of {prefix.bytes_total} bytes), {STEPS} holds {kept}")
+    if steps == 0:
+        raise SalvageError(f"{found}: nothing of the run to salvage")
+    if prefix.whole:
+        raise SalvageError(f"{found}: the bag is whole (its footer was written) yet lacks step {steps} "
+                           "(corrupt?)")
 
 
 _CHAINS = ("digest", "frames_digest")
@@ -348,6 +372,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _compared(report: Mapping[str, Any]) -> str:
+    """What the kept steps.jsonl says of the salvaged steps: "the same records" only of the
+    steps both hold, and nothing of the sort when it holds none."""
+    steps, kept, agree = report["steps"], report["kept_steps"], report["agree"]
+    if kept == 0:
+        return f"the kept {STEPS} holds no step to compare"
+    if steps < kept:
+        return (f"{kept} in the kept {STEPS}: its first {agree} the same records, the rest not in the "
+                "bag's complete chunks")
+    more = f"; {steps - kept} more that only the bag holds" if steps > kept else ""
+    return f"{kept} in the kept {STEPS}, the same records{more}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 with a salvaged run written, 1 when the bag and the kept record disagree,
     2 on bad input."""
@@ -373,9 +410,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, sort_keys=True))
     else:
-        print(f"salvaged {report['steps']} steps ({report['kept_steps']} in the kept steps.jsonl, the same "
-              f"digests) from {report['chunks']} chunks, {report['bag_bytes_read']} of {report['bag_bytes']} "
-              f"bag bytes: {report['out']}")
+        print(f"salvaged {report['steps']} steps ({_compared(report)}) from {report['chunks']} chunks, "
+              f"{report['bag_bytes_read']} of {report['bag_bytes']} bag bytes: {report['out']}")
     return 0
 
 

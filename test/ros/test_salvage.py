@@ -4,6 +4,8 @@ input it cannot read are each refused with one line, and nothing is written."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from runs import lockstep, simforge
 
 from simforge_ros import topics
 from simforge_ros.record.bag import read_bag
+from simforge_ros.record.bag_structure import MAGIC, OP_CHUNK, OP_MESSAGE_INDEX, U64
 
 pytestmark = pytest.mark.ros
 
@@ -68,3 +71,55 @@ def test_a_flipped_bit_in_a_state_message_is_refused_naming_the_field(killed):
     _flip_in_message(killed, topics.STATE, 2, -1)
     said = _refused(killed)
     assert "step 2: field state." in said, said
+
+
+@pytest.mark.parametrize("size", [0, 8, 100], ids=["empty", "magic-only", "header-only"])
+def test_a_bag_holding_no_step_of_a_run_that_kept_some_is_not_salvaged(killed, size):
+    """It printed "salvaged 0 steps (5 in the kept steps.jsonl, the same digests)" and
+    exited 0, leaving a run of no step that verify passes."""
+    os.truncate(killed / "bag" / "bag.mcap", size)
+    said = _refused(killed)
+    assert "bag.mcap: 0 complete steps in its 0 complete chunks (" in said
+    assert "steps.jsonl holds 5: nothing of the run to salvage" in said
+
+
+def test_a_whole_bag_lacking_a_kept_step_is_refused(killed):
+    """Only a bag cut off by a kill may hold fewer steps than steps.jsonl; one that was read
+    to its footer and still lacks one (a chunk's opcode changed: it reads as an index) is
+    corrupt."""
+    path = killed / "bag" / "bag.mcap"
+    blob = bytearray(path.read_bytes())
+    pos, chunks = len(MAGIC), []
+    while pos + 9 <= len(blob):
+        if blob[pos] == OP_CHUNK:
+            chunks.append(pos)
+        pos += 9 + U64.unpack_from(blob, pos + 1)[0]
+    assert len(chunks) >= 2
+    blob[chunks[-1]] = OP_MESSAGE_INDEX
+    path.write_bytes(bytes(blob))
+    said = _refused(killed)
+    assert "steps.jsonl holds 5: the bag is whole (its footer was written) yet lacks step" in said
+
+
+def test_a_bag_cut_off_salvages_what_it_holds_and_says_which_steps_are_compared(killed):
+    os.truncate(killed / "bag" / "bag.mcap", (killed / "bag" / "bag.mcap").stat().st_size * 3 // 4)
+    out = simforge("salvage", str(killed), "--json", cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert 0 < report["steps"] < report["kept_steps"] == 5 and report["agree"] == report["steps"]
+    shutil.rmtree(report["out"])
+    out = simforge("salvage", str(killed), cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    assert (f"salvaged {report['steps']} steps (5 in the kept steps.jsonl: its first {report['steps']} the same "
+            "records, the rest not in the bag's complete chunks)") in out.stdout
+
+
+def test_a_run_that_kept_no_step_is_salvaged_as_one_of_none_and_nothing_is_said_to_agree(killed):
+    """Killed before its first step was chained and before its bag's first chunk, a run is
+    kept as a run of no step (its refusal readable where the tools look); "the same
+    digests" was said of steps that were never compared."""
+    (killed / "steps.jsonl").write_bytes(b"")
+    os.truncate(killed / "bag" / "bag.mcap", 0)
+    out = simforge("salvage", str(killed), cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    assert "salvaged 0 steps (the kept steps.jsonl holds no step to compare) from 0 chunks" in out.stdout
