@@ -326,21 +326,21 @@ def _bag_problems(bag: object) -> list[str]:
 def iter_kept_steps(path: Path) -> Iterator[dict[str, Any]]:
     """The step records of a steps.jsonl whose recorder wrote no manifest (killed, or its
     disk full), one at a time; a last line it was cut off in the middle of is not one.
+    Every complete line is checked as verify checks it (``step_records_of``): salvage
+    took a duplicated line, or a record without its state, as a record of the run.
 
     Raises:
-        RunDirError: a complete line that is not a JSON object (when it is reached).
+        RunDirError: unreadable, or a complete line that is not the record of the next
+            step (when it is reached).
     """
-    with path.open("rb") as file:
-        for number, line in enumerate(file, start=1):
-            if not line.endswith(b"\n"):
-                return  # cut off in the middle of writing it
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                record = None
-            if not isinstance(record, dict):
-                raise RunDirError(path, f"line {number}: not a JSON object")
-            yield record
+    try:
+        with path.open("rb") as file:
+            for index, line in enumerate(file):
+                if not line.endswith(b"\n"):
+                    return  # cut off in the middle of writing it
+                yield _checked_record(path, line, index, last=False)
+    except OSError as err:
+        raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
 
 
 def step_records_of(path: Path) -> StepRecords:

@@ -186,6 +186,8 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
     """
     if not (run / STEPS).is_file():
         raise RunDirError(run, "not a run the recorder began (no steps.jsonl)")
+    for _ in iter_kept_steps(run / STEPS):  # a record verify would reject is named before any work
+        pass
     given = _ended(run)
     bags = sorted((run / "bag").glob("*.mcap"))
     if len(bags) != 1:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs import lockstep, simforge
@@ -123,3 +125,29 @@ def test_a_run_that_kept_no_step_is_salvaged_as_one_of_none_and_nothing_is_said_
     out = simforge("salvage", str(killed), cwd=killed.parent)
     assert out.returncode == 0, out.stderr
     assert "salvaged 0 steps (the kept steps.jsonl holds no step to compare) from 0 chunks" in out.stdout
+
+
+def _edit_line(run: Path, index: int, edit: Callable[[dict[str, Any]], object]) -> None:
+    lines = (run / "steps.jsonl").read_text().splitlines()
+    record = json.loads(lines[index])
+    edit(record)
+    lines[index] = json.dumps(record)
+    (run / "steps.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    ("duplicate-last", "line 6: step is 4 where step 5 was expected"),
+    ("step-one", "line 2: step is 'one' where step 1 was expected"),
+    ("no-state", "line 3: missing key 'state'"),
+], ids=["duplicate-last-line", "step-one", "no-state"])
+def test_a_kept_steps_jsonl_that_verify_rejects_is_named_not_salvaged(killed, edit, said):
+    """Each was taken as the run's record ("salvaged 5 steps (6 in the kept steps.jsonl,
+    the same digests)", exit 0) though verify rejects it."""
+    steps = killed / "steps.jsonl"
+    if edit == "duplicate-last":
+        steps.write_text(steps.read_text() + steps.read_text().splitlines()[-1] + "\n")
+    elif edit == "step-one":
+        _edit_line(killed, 1, lambda r: r.update(step="one"))
+    else:
+        _edit_line(killed, 2, lambda r: r.pop("state"))
+    assert f"simforge salvage: {steps}: {said}" in _refused(killed, code=2)
