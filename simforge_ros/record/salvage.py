@@ -186,10 +186,16 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
     """
     if not (run / STEPS).is_file():
         raise RunDirError(run, "not a run the recorder began (no steps.jsonl)")
+    _check_readable(run)
     for _ in iter_kept_steps(run / STEPS):  # a record verify would reject is named before any work
         pass
     given = _ended(run)
-    bags = sorted((run / "bag").glob("*.mcap"))
+    try:
+        bags = sorted(p for p in (run / "bag").iterdir() if p.suffix == ".mcap")
+    except FileNotFoundError:
+        bags = []
+    except OSError as err:
+        raise BagError(f"{run / 'bag'}: unreadable: {err.strerror or err}") from err
     if len(bags) != 1:
         raise BagError(f"{run / 'bag'}: expected one .mcap file, found {len(bags)} (only MCAP bags are salvaged)")
     if out.exists():
@@ -199,6 +205,38 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # nothing half-salvaged is left (a full disk)
         raise
+
+
+def _check_readable(run: Path) -> None:
+    """Every file of ``run`` that salvage reads or copies can be read. One that could not
+    was reported as the salvaged run's writing failing (exit 1), when copied, or taken as
+    absent (a run without parameters, a finished run) when read.
+
+    Raises:
+        RunDirError: the first input that cannot be read (exit 2, as verify says it).
+    """
+    def unreadable(err: OSError) -> RunDirError:
+        return RunDirError(Path(err.filename or run), f"unreadable: {err.strerror or err}")
+
+    def check(path: Path) -> None:
+        try:
+            path.open("rb").close()
+        except FileNotFoundError:
+            pass  # what a run need not have is looked for where it is read
+        except OSError as err:
+            raise unreadable(err) from err
+
+    for name in (STEPS, MANIFEST, PARAMS):
+        check(run / name)
+
+    def refuse(err: OSError) -> None:
+        if not isinstance(err, FileNotFoundError):  # a run killed before its logs were made has none
+            raise unreadable(err) from err
+
+    for top, _dirs, files in os.walk(run / "logs", onerror=refuse):
+        for name in files:
+            if (Path(top) / name).is_file():  # not a FIFO, which opening would wait on
+                check(Path(top) / name)
 
 
 def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dict[str, Any]:

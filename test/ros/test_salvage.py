@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -151,3 +153,44 @@ def test_a_kept_steps_jsonl_that_verify_rejects_is_named_not_salvaged(killed, ed
     else:
         _edit_line(killed, 2, lambda r: r.pop("state"))
     assert f"simforge salvage: {steps}: {said}" in _refused(killed, code=2)
+
+
+def _as_a_reader_without_rights(run: Path, unreadable: Path) -> list[str]:
+    """The command prefix that runs a program unable to read ``unreadable`` (mode 000): none
+    for a user, and for root (which reads any file) setpriv dropping the capabilities that
+    let it; the test is skipped where neither makes the file unreadable."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: no file can be made unreadable")
+        drop = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}"]
+    probe = [*prefix, "ls", str(unreadable)] if unreadable.is_dir() else [*prefix, "cat", str(unreadable)]
+    if subprocess.run(probe, capture_output=True, cwd=run.parent).returncode == 0:
+        pytest.skip(f"{unreadable} (mode 000) is still readable here: capabilities cannot be dropped")
+    return prefix
+
+
+@pytest.mark.parametrize("name", ["steps.jsonl", "params.yaml", "logs/clock_master.log", "logs", "bag",
+                                  "manifest.json"])
+def test_an_unreadable_input_is_named_as_unreadable(finished, killed, name):
+    """An input salvage copies was reported as its own writing failing ("writing the
+    salvaged run failed: ... Permission denied", exit 1), an unreadable bag/ as one holding
+    no .mcap file, and an unreadable manifest as a finished run's."""
+    path = killed / name
+    if name == "manifest.json":
+        shutil.copy(finished / name, path)
+    elif not path.exists():  # the single layout leaves logs/ empty; processes, a log per node
+        path.write_text("clock_master: started\n")
+    path.chmod(0)
+    try:
+        prefix = _as_a_reader_without_rights(killed, path)
+        exe = Path(sys.executable).with_name("simforge")
+        out = subprocess.run([*prefix, str(exe), "salvage", str(killed)], capture_output=True, text=True,
+                             cwd=killed.parent, timeout=600, env=dict(os.environ))
+    finally:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    assert out.stderr == f"simforge salvage: {path}: unreadable: Permission denied\n"
+    assert not killed.with_name(killed.name + "-salvaged").exists()
