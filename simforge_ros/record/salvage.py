@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,10 +36,13 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
-from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
+from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_FOOTER, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
 from simforge_ros.record.rundir import MANIFEST, PARAMS, STEPS, RunDirError, iter_kept_steps, step_records_of
 from simforge_ros.tools import parse, say
 
+_FOOTER_BODY = 8 + 8 + 4  # summary start, summary offset start, crc
+_HEADS = {OP_SCHEMA: 2, OP_CHANNEL: 4, OP_MESSAGE: 22}
+"""The fixed fields' bytes of each record a chunk holds, before its strings and data."""
 _WHENEVER = frozenset((topics.STATUS, topics.NODE_PARAMS))
 """Topics stamped with whatever time the run had reached, not a step's: always kept."""
 
@@ -63,17 +67,21 @@ class McapPrefix:
     ``messages()`` reads the file one record at a time, so a bag larger than memory (a
     long four-camera run writes ~700 KB a step) is salvaged in about one chunk's room; the
     whole file and every message in it used to be held at once, twice the bag's size.
-    ``chunks``, ``messages_read`` and ``bytes_read`` are what the last full pass found;
-    ``whole``, whether it read the file to its closing magic (the recorder wrote its footer).
+    ``chunks``, ``messages_read`` and ``bytes_read`` are what the last full pass found.
+    ``whole``: the file ends with a footer and the closing magic, so the recorder closed it
+    and no record of it may be cut off.
     """
 
     def __init__(self, path: Path) -> None:
         """Raises: BagError: not an MCAP file (or unreadable)."""
         self.path = path
+        tail = 1 + 8 + _FOOTER_BODY + len(MCAP_MAGIC)
         try:
             with path.open("rb") as file:
                 magic = file.read(len(MCAP_MAGIC))
-            self.bytes_total = path.stat().st_size
+                self.bytes_total = file.seek(0, os.SEEK_END)
+                file.seek(max(0, self.bytes_total - tail))
+                end = file.read(tail)
         except OSError as err:
             raise BagError(f"{path}: unreadable: {err.strerror or err}") from err
         if magic != MCAP_MAGIC[:len(magic)]:
@@ -83,7 +91,9 @@ class McapPrefix:
         self.chunks = 0
         self.messages_read = 0
         self.bytes_read = 0
-        self.whole = False
+        self.whole = (len(end) == tail and self.bytes_total >= len(MCAP_MAGIC) + tail
+                      and end[0] == OP_FOOTER and U64.unpack_from(end, 1)[0] == _FOOTER_BODY
+                      and end[-len(MCAP_MAGIC):] == MCAP_MAGIC)
 
     def messages(self) -> Iterator[Message]:
         """Every message of the complete chunks, in the order written.
@@ -104,7 +114,6 @@ class McapPrefix:
         schemas: dict[int, str] = {}
         channels: dict[int, tuple[str, str]] = {}  # id -> (topic, type name)
         chunks = count = 0
-        whole = False
         total = self.bytes_total
         with path.open("rb") as file:
             pos = file.seek(len(MCAP_MAGIC))
@@ -116,6 +125,9 @@ class McapPrefix:
                 (length,) = U64.unpack_from(header, 1)
                 end = pos + 9 + length
                 if end > total:
+                    if self.whole:  # closed by its recorder: nothing was cut off
+                        raise BagError(f"{path}: the record at byte {pos} runs {end - total} bytes past the "
+                                       "end of the file, which its recorder closed (corrupt)")
                     break  # the record the writer was in the middle of
                 if op != OP_CHUNK:
                     pos = file.seek(end)
@@ -124,23 +136,40 @@ class McapPrefix:
                 if len(data) < length:
                     break  # the file shrank while read
                 body = 8 + 8 + 8 + 4  # start time, end time, size, crc
-                compression, body = _string(data, body)
+                if length < body + 4 + 8:
+                    raise BagError(f"{path}: the chunk at byte {pos} is {length} bytes, too short (corrupt)")
+                compression, body = _string(data, body, len(data), f"{path}: the chunk at byte {pos}")
                 if compression:
                     raise BagError(f"{path}: a {compression} chunk; only uncompressed chunks can be salvaged")
                 (records_len,) = U64.unpack_from(data, body)
-                for message in _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels, path):
+                if body + 8 + records_len > len(data):
+                    raise BagError(f"{path}: the chunk at byte {pos} holds {records_len} bytes of records in "
+                                   f"{length} (corrupt)")
+                for message in _chunk_records(data, body + 8, body + 8 + records_len, schemas, channels,
+                                              f"{path}: the chunk at byte {pos}"):
                     count += 1
                     yield message
                 chunks += 1
                 pos = end
             if total - pos == len(MCAP_MAGIC) and file.read(len(MCAP_MAGIC)) == MCAP_MAGIC:
-                pos, whole = total, True  # a whole file ends with the magic again, after its footer
-        self.chunks, self.messages_read, self.bytes_read, self.whole = chunks, count, pos, whole
+                pos = total  # a whole file ends with the magic again, after its footer
+        self.chunks, self.messages_read, self.bytes_read = chunks, count, pos
 
 
-def _string(buf: bytes, pos: int) -> tuple[str, int]:
+def _string(buf: bytes, pos: int, end: int, where: str) -> tuple[str, int]:
+    """The MCAP string at ``pos`` and where it ends; a bit flipped in its length or its
+    text was an IndexError or UnicodeDecodeError traceback.
+
+    Raises:
+        BagError: it runs past ``end`` or is not UTF-8 (``where`` names the chunk).
+    """
+    if pos + 4 > end or pos + 4 + U32.unpack_from(buf, pos)[0] > end:
+        raise BagError(f"{where}: a string runs past its record (corrupt)")
     (n,) = U32.unpack_from(buf, pos)
-    return buf[pos + 4:pos + 4 + n].decode("utf-8"), pos + 4 + n
+    try:
+        return buf[pos + 4:pos + 4 + n].decode("utf-8"), pos + 4 + n
+    except UnicodeDecodeError as err:
+        raise BagError(f"{where}: a name that is not UTF-8 (corrupt)") from err
 
 
 def read_mcap_prefix(path: Path) -> McapPrefix:
@@ -154,22 +183,33 @@ def read_mcap_prefix(path: Path) -> McapPrefix:
 
 
 def _chunk_records(data: bytes, pos: int, end: int, schemas: dict[int, str],
-                   channels: dict[int, tuple[str, str]], path: Path) -> Iterator[Message]:
+                   channels: dict[int, tuple[str, str]], where: str) -> Iterator[Message]:
+    """The messages of one chunk's records, ``data[pos:end]``; ``where`` names the chunk.
+
+    Raises:
+        BagError: a record that runs past the chunk, or a message of no known channel.
+    """
     while pos < end:
         op = data[pos]
+        if pos + 9 > end:
+            raise BagError(f"{where}: a record runs past the chunk (corrupt)")
         (length,) = U64.unpack_from(data, pos + 1)
         body, nxt = pos + 9, pos + 9 + length
+        if nxt > end:
+            raise BagError(f"{where}: a record of {length} bytes runs past the chunk (corrupt)")
+        if length < _HEADS.get(op, 0):
+            raise BagError(f"{where}: a record of {length} bytes, too short for its fields (corrupt)")
         if op == OP_SCHEMA:
             (schema_id,) = U16.unpack_from(data, body)
-            schemas[schema_id], _ = _string(data, body + 2)
+            schemas[schema_id], _ = _string(data, body + 2, nxt, where)
         elif op == OP_CHANNEL:
             channel_id, schema_id = U16.unpack_from(data, body)[0], U16.unpack_from(data, body + 2)[0]
-            topic, _ = _string(data, body + 4)
+            topic, _ = _string(data, body + 4, nxt, where)
             channels[channel_id] = (topic, schemas.get(schema_id, ""))
         elif op == OP_MESSAGE:
             (channel_id,) = U16.unpack_from(data, body)
             if channel_id not in channels:
-                raise BagError(f"{path}: a message on channel {channel_id}, which no record names")
+                raise BagError(f"{where}: a message on channel {channel_id}, which no record names")
             (log_time,) = U64.unpack_from(data, body + 6)
             topic, type_name = channels[channel_id]
             yield Message(topic, type_name, log_time, data[body + 22:nxt])
@@ -358,6 +398,7 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
     import tempfile
 
     import rclpy
+    from rosbags.serde import SerdeError
 
     from simforge_ros.isolation import lease_domain
     from simforge_ros.nodes.recorder import Recorder
@@ -369,7 +410,13 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
         recorder = Recorder(context)
         try:
             for message in messages:
-                recorder.take(message.topic, message.data)
+                try:
+                    recorder.take(message.topic, message.data)
+                except (SerdeError, ValueError, IndexError, KeyError, struct.error) as err:
+                    # a bit flipped in its bytes or its length: a traceback before
+                    why = f"{type(err).__name__}: {err}"
+                    raise BagError(f"{prefix.path}: the {message.topic} message logged at {message.t_ns} ns "
+                                   f"does not decode ({why[:120]}; corrupt?)") from err
             done = recorder.assembler.steps_done
             last = recorder.assembler.last_record
             decision_us = int(last["timing"]["decision_us"]) if last is not None else 0

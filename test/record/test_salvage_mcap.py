@@ -11,6 +11,7 @@ import pytest
 from rosbags.rosbag2 import Reader
 
 from simforge_ros.record.bag import BagError, BagWriter
+from simforge_ros.record.bag_structure import MAGIC, OP_CHUNK, U64
 from simforge_ros.record.salvage import read_mcap_prefix
 
 IMAGE = "sensor_msgs/msg/Image"
@@ -99,3 +100,54 @@ def test_a_bag_that_cannot_be_read_any_more_is_named(tmp_path):
     path.unlink()
     with pytest.raises(BagError, match=f"{path}: unreadable: No such file or directory"):
         list(prefix.messages())
+
+
+def _chunk_offsets(path: Path) -> list[int]:
+    blob = path.read_bytes()
+    pos, chunks = len(MAGIC), []
+    while pos + 9 <= len(blob):
+        if blob[pos] == OP_CHUNK:
+            chunks.append(pos)
+        pos += 9 + U64.unpack_from(blob, pos + 1)[0]
+    return chunks
+
+
+def _flip(path: Path, at: int, mask: int = 0x01) -> None:
+    blob = bytearray(path.read_bytes())
+    blob[at] ^= mask
+    path.write_bytes(bytes(blob))
+
+
+def test_a_whole_file_whose_chunk_runs_past_its_end_is_corrupt_not_cut(tmp_path):
+    """A bit flipped in a chunk's length made it run past the end of the file: read as a
+    recorder cut off there, the chunks after it were dropped and the salvage went on."""
+    path, _ = _bag(tmp_path)
+    assert read_mcap_prefix(path).whole
+    second = _chunk_offsets(path)[1]
+    _flip(path, second + 8, 0x80)  # the top byte of its length
+    prefix = read_mcap_prefix(path)
+    assert prefix.whole
+    with pytest.raises(BagError, match=f"{path}: the record at byte {second} runs .* bytes past the end of the "
+                                       "file, which its recorder closed \\(corrupt\\)"):
+        list(prefix.messages())
+
+
+def _shorter_by_one(blob: bytearray, at: int) -> None:
+    U64.pack_into(blob, at, U64.unpack_from(blob, at)[0] - 1)
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda blob, chunk: blob.__setitem__(chunk + 9 + 28 + 3, 0x80), ": a string runs past its record"),
+    (lambda blob, chunk: blob.__setitem__(chunk + 9 + 28 + 4 + 8 + 8, 0x80), ": a record of .* bytes runs past"),
+    (lambda blob, chunk: _shorter_by_one(blob, chunk + 1), " holds .* bytes of records in"),
+], ids=["compression-length", "record-length", "chunk-length"])
+def test_a_changed_length_in_a_chunk_is_named_not_a_traceback(tmp_path, change, said):
+    """These were a struct.error or IndexError traceback, or records read from the wrong
+    place."""
+    path, _ = _bag(tmp_path)
+    chunk = _chunk_offsets(path)[0]
+    blob = bytearray(path.read_bytes())
+    change(blob, chunk)
+    path.write_bytes(bytes(blob))
+    with pytest.raises(BagError, match=f"{path}: the chunk at byte {chunk}{said}"):
+        list(read_mcap_prefix(path).messages())

@@ -18,7 +18,7 @@ from runs import lockstep, simforge
 
 from simforge_ros import topics
 from simforge_ros.record.bag import read_bag
-from simforge_ros.record.bag_structure import MAGIC, OP_CHUNK, OP_MESSAGE_INDEX, U64
+from simforge_ros.record.bag_structure import MAGIC, OP_CHUNK, OP_MESSAGE, OP_MESSAGE_INDEX, U64
 
 pytestmark = pytest.mark.ros
 
@@ -50,15 +50,23 @@ def _refused(run: Path, code: int = 1) -> str:
     return out.stderr
 
 
-def _flip_in_message(run: Path, topic: str, step: int, at: int) -> None:
-    """Flip the low bit of the byte ``at`` (from its end, when negative) of the bytes of
-    step ``step``'s message on ``topic``, in the bag file itself."""
+def _flip_in_message(run: Path, topic: str, step: int, at: int | Callable[[Any], int]) -> None:
+    """Flip the low bit of the byte ``at`` (from its end, when negative; or ``at(item)``) of
+    the bytes of step ``step``'s message on ``topic``, in the bag file itself."""
     (item,) = [m for m in read_bag(run / "bag") if m.topic == topic and m.t_ns == step * DECISION_NS]
     path = run / "bag" / "bag.mcap"
     blob = bytearray(path.read_bytes())
-    start = blob.find(item.raw)
-    assert start >= 0 and blob.find(item.raw, start + 1) < 0
-    blob[start + (at % len(item.raw))] ^= 0x01
+    # its MCAP record: opcode, length, channel, sequence, log and publish time, then the bytes
+    tail = U64.pack(item.t_ns) * 2 + item.raw
+    head = bytes([OP_MESSAGE]) + U64.pack(22 + len(item.raw))
+    found, hit = [], blob.find(tail)
+    while hit >= 0:
+        if blob.startswith(head, hit - 15):
+            found.append(hit)
+        hit = blob.find(tail, hit + 1)
+    assert len(found) == 1, f"the message's record found {len(found)} times"
+    offset = at(item) if callable(at) else at
+    blob[found[0] + 16 + offset % len(item.raw)] ^= 0x01
     path.write_bytes(bytes(blob))
 
 
@@ -194,3 +202,11 @@ def test_an_unreadable_input_is_named_as_unreadable(finished, killed, name):
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert out.stderr == f"simforge salvage: {path}: unreadable: Permission denied\n"
     assert not killed.with_name(killed.name + "-salvaged").exists()
+
+
+def test_a_message_that_no_longer_decodes_is_named_not_a_traceback(killed):
+    """A bit flipped in an image's pixel count ended as "unexpected error: ValueError"."""
+    _flip_in_message(killed, topics.image_topic("front"), 2, lambda item: -len(item.msg.data) - 1)
+    said = _refused(killed, code=2)
+    assert (f"{killed}/bag/bag.mcap: the {topics.image_topic('front')} message logged at {2 * DECISION_NS} ns "
+            "does not decode (ValueError: ") in said and said.endswith("corrupt?)\n")
