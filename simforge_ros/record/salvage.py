@@ -241,7 +241,9 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
     if out.exists():
         raise RunDirError(out, "exists; a salvaged run is written to a new directory")
     try:
-        return _salvage_into(run, out, bags[0], given)
+        report = _salvage_into(run, out, bags[0], given)
+        _check_verifies(out)
+        return report
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # nothing half-salvaged is left (a full disk)
         raise
@@ -277,6 +279,22 @@ def _check_readable(run: Path) -> None:
         for name in files:
             if (Path(top) / name).is_file():  # not a FIFO, which opening would wait on
                 check(Path(top) / name)
+
+
+def _check_verifies(out: Path) -> None:
+    """The salvaged run passes verify: a bit flipped in what steps.jsonl holds nothing of
+    (a /clock message) was salvaged into a run that verify rejects.
+
+    Raises:
+        SalvageError: verify's first mismatch, by step and field.
+    """
+    from simforge_ros.record.verify import verify_run
+
+    result = verify_run(out)
+    if not result.ok:
+        step = (result.first_mismatch or {}).get("step")
+        raise SalvageError(f"{out}: the salvaged run does not verify: step {step}: {result.detail} (the bag is "
+                           f"corrupt where {STEPS} holds nothing of it)")
 
 
 def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dict[str, Any]:

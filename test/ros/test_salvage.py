@@ -204,6 +204,13 @@ def test_an_unreadable_input_is_named_as_unreadable(finished, killed, name):
     assert not killed.with_name(killed.name + "-salvaged").exists()
 
 
+def test_a_flipped_bit_where_steps_jsonl_holds_nothing_is_refused_as_the_result_would_not_verify(killed):
+    """A /clock stamp is in no step record: the salvage wrote a run that verify rejected."""
+    _flip_in_message(killed, topics.CLOCK, 1, -1)  # the top byte of its nanoseconds
+    said = _refused(killed)
+    assert "killed-salvaged: the salvaged run does not verify: step 1: field clock: /clock message 1 is " in said
+
+
 def test_a_message_that_no_longer_decodes_is_named_not_a_traceback(killed):
     """A bit flipped in an image's pixel count ended as "unexpected error: ValueError"."""
     _flip_in_message(killed, topics.image_topic("front"), 2, lambda item: -len(item.msg.data) - 1)
