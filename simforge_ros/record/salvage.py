@@ -472,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Make a usable run (bag, steps.jsonl, manifest) of one whose recorder was killed.",
     )
     parser.add_argument("run", type=Path, help="the run directory without a manifest")
-    parser.add_argument("--out", type=Path, default=None, help="the new run directory (default: RUN-salvaged)")
+    parser.add_argument("--out", default=None, help="the new run directory (default: RUN-salvaged)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -497,7 +497,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     run = Path(args.run)
-    out = args.out if args.out is not None else run.with_name(run.name + "-salvaged")
+    if args.out == "":  # Path("") is ".": the salvaged run went into the current directory unasked
+        say("salvage", "--out: expected the new run directory (an empty name names none; . is the current "
+                       "directory), got ''")
+        return EXIT_USAGE
+    out = Path(args.out) if args.out is not None else run.with_name(run.name + "-salvaged")
     try:
         if not run.is_dir():
             raise RunDirError(run, "no such run directory")

@@ -217,3 +217,11 @@ def test_a_message_that_no_longer_decodes_is_named_not_a_traceback(killed):
     said = _refused(killed, code=2)
     assert (f"{killed}/bag/bag.mcap: the {topics.image_topic('front')} message logged at {2 * DECISION_NS} ns "
             "does not decode (ValueError: ") in said and said.endswith("corrupt?)\n")
+
+
+def test_an_empty_out_is_refused_not_read_as_the_current_directory(killed):
+    out = simforge("salvage", str(killed), "--out", "", cwd=killed.parent)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == ("simforge salvage: --out: expected the new run directory (an empty name names "
+                                  "none; . is the current directory), got ''")
+    assert sorted(p.name for p in killed.parent.iterdir()) == ["killed"]  # nothing written beside it
