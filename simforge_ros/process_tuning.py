@@ -28,6 +28,7 @@ import ctypes
 import gc
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -58,6 +59,20 @@ def tune_process() -> bool:
     whether the malloc part applied (the gc part always does)."""
     gc.set_threshold(*GC_THRESHOLDS)
     return tune_malloc()
+
+
+STACKS_SIGNAL = signal.SIGUSR1
+"""What `simforge run` sends a node process still running past the run's end, before it
+stops it: the node writes every thread's stack to its log (dump_stacks_on_signal)."""
+
+
+def dump_stacks_on_signal() -> None:
+    """Write every thread's Python stack to stderr (a node's log) on STACKS_SIGNAL. A node
+    that missed the run's end was stopped with an empty log, and where it was stuck was
+    lost (a full suite's sim_bridge, once in some hundred runs)."""
+    import faulthandler
+
+    faulthandler.register(STACKS_SIGNAL, file=sys.stderr, all_threads=True)
 
 
 def freeze_startup() -> None:

@@ -41,7 +41,7 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
-from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV
+from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV, STACKS_SIGNAL
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.rundir import PARAMS
 
@@ -187,8 +187,8 @@ def _kept_chain(steps_file: Path) -> tuple[int, str]:
     try:
         for record in iter_kept_steps(steps_file):
             count, last = count + 1, str(record.get("digest", ""))
-    except (OSError, RunDirError):
-        return 0, ""
+    except RunDirError:  # unreadable, or a line that is no record: what was chained before it
+        pass
     return count, last
 
 
@@ -495,6 +495,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
                 time.sleep(0.05)
             lingering = {name for name, proc in procs.items() if proc.poll() is None}
+            if lingering and not_started is None:
+                _dump_stacks(procs, lingering)
     finally:
         _stop_all(procs)
         for handle in handles:
@@ -525,7 +527,8 @@ def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[
             continue
         log = logs / f"{name}.log"
         if name in lingering:
-            unclean.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log})")
+            unclean.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log}, "
+                           "which ends with where its threads were)")
         elif proc.returncode != 0:
             unclean.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
     return unclean
@@ -683,6 +686,15 @@ def fastdds_profile(name: str = _PROFILE) -> Path | None:
     rig (about 700 KB). `simforge play` gets config/fastdds_play.xml (record.play).
     """
     return resources.find_file(f"config/{name}")
+
+
+def _dump_stacks(procs: Mapping[str, subprocess.Popen[bytes]], names: set[str]) -> None:
+    """Have each node still running past the run's end write its threads' stacks to its
+    log (process_tuning.STACKS_SIGNAL), before it is stopped: where it was stuck."""
+    for name in names:
+        with contextlib.suppress(ProcessLookupError):
+            procs[name].send_signal(STACKS_SIGNAL)
+    time.sleep(0.3)  # faulthandler writes from the signal handler: at once
 
 
 def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:

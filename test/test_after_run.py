@@ -10,7 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simforge_ros.runner import RunResult, RunSpec, _abort_lines, _refuse_unclean, _stop_all, _unclean_exits
+from simforge_ros.runner import (
+    RunResult,
+    RunSpec,
+    _abort_lines,
+    _dump_stacks,
+    _refuse_unclean,
+    _stop_all,
+    _unclean_exits,
+)
 
 
 def _started(code: str) -> subprocess.Popen[bytes]:
@@ -32,15 +40,32 @@ def test_a_participant_that_crashed_after_the_run_is_named_with_its_log(tmp_path
     ]
 
 
-def test_a_participant_still_running_after_the_grace_is_named_as_stopped(tmp_path: Path) -> None:
-    procs = {"clock_master": _started("pass"), "driver": _started("import time; time.sleep(60)")}
+def test_a_participant_still_running_after_the_grace_is_named_as_stopped_with_where_it_was(tmp_path: Path) -> None:
+    """Its log ends with its threads' stacks (a node registers dump_stacks_on_signal as it
+    starts): a node stuck past the run's end used to leave an empty log."""
+    stuck = ("from simforge_ros.process_tuning import dump_stacks_on_signal\n"
+             "import time\n"
+             "def waiting_for_the_end():\n"
+             "    print('up', flush=True)\n"
+             "    time.sleep(60)\n"
+             "dump_stacks_on_signal(); waiting_for_the_end()\n")
+    log = (tmp_path / "driver.log").open("wb")
+    procs = {"clock_master": _started("pass"),
+             "driver": subprocess.Popen([sys.executable, "-c", stuck], start_new_session=True, stdout=subprocess.PIPE,
+                                        stderr=log)}
+    assert procs["driver"].stdout is not None and procs["driver"].stdout.readline() == b"up\n"
     procs["clock_master"].wait(timeout=30)
     lingering = {name for name, proc in procs.items() if proc.poll() is None}
+    _dump_stacks(procs, lingering)
     _stop_all(procs)
+    log.close()
     assert procs["driver"].returncode == -signal.SIGTERM
     assert _unclean_exits(procs, lingering, tmp_path) == [
-        f"driver was still running 5 s after the run ended and was stopped (see {tmp_path / 'driver.log'})",
+        f"driver was still running 5 s after the run ended and was stopped (see {tmp_path / 'driver.log'}, "
+        "which ends with where its threads were)",
     ]
+    said = (tmp_path / "driver.log").read_text()
+    assert "most recent call first" in said and "in waiting_for_the_end" in said, said
 
 
 def test_participants_that_left_with_0_are_clean(tmp_path: Path) -> None:

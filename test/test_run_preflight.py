@@ -60,7 +60,8 @@ def test_a_run_broken_by_a_full_disk_says_so_with_what_it_kept(tmp_path, monkeyp
     status still names the refusal, steps.jsonl what was chained, the disk why."""
     spec = _spec(tmp_path)
     spec.out_dir.mkdir(parents=True)
-    records = [{"step": k, "digest": f"{k:064x}"} for k in range(3)]
+    records = [{"step": k, "t_us": 100_000 * k, "digest": f"{k:064x}", "frames_digest": None,
+                **{key: {} for key in ("frames", "timing", "action", "applied", "state", "wall")}} for k in range(3)]
     (spec.out_dir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records) + '{"step": 3, "dig')
     monkeypatch.setattr(room, "free_bytes", lambda path: 0)
     result = _result(spec, None, 18)

@@ -84,6 +84,7 @@ from simforge_ros.nodes.common import (
     watch_node_params,
 )
 from simforge_ros.process_tuning import (
+    dump_stacks_on_signal,
     freeze_startup,
     launcher_pid,
     tune_process,
@@ -790,6 +791,7 @@ def main(argv: list[str] | None = None) -> int:
     if help_requested(NAME, argv):
         return 0
     tune_process()
+    dump_stacks_on_signal()
     rclpy.init(args=argv)
     # Taken from rclpy before the node is built: its own handler shut the context down under
     # a Ctrl-C that came while the node was being built, which then failed as an unexpected

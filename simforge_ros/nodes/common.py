@@ -30,7 +30,14 @@ from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
-from simforge_ros.process_tuning import exit_after, freeze_startup, tune_process, unblock_held_signals, watch_launcher
+from simforge_ros.process_tuning import (
+    dump_stacks_on_signal,
+    exit_after,
+    freeze_startup,
+    tune_process,
+    unblock_held_signals,
+    watch_launcher,
+)
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -411,6 +418,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     if help_requested(node_name, argv):
         return 0
     tune_process()
+    dump_stacks_on_signal()
     rclpy.init(args=argv)
     stop = {"signal": False}
 
