@@ -11,6 +11,7 @@ from simforge_ros.core.values import Pose2D, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.image_codec import imgmsg_to_numpy
 from simforge_ros.record.bag import BagError, read_bag
+from simforge_ros.record.rundir import load_run
 
 _PREFIX = "/simforge/camera/"
 
@@ -19,12 +20,16 @@ def observations_from_run(run_dir: Path, max_count: int = 1) -> list[Observation
     """The observations of the first ``max_count`` steps whose timing record names frames.
 
     Raises:
+        RunDirError: not a run directory, or its manifest or steps.jsonl is broken (named as
+            every tool names them; the bag alone was read, so a missing directory was said to
+            be "not a rosbag2 directory" and a truncated manifest went unnoticed).
         BagError: the run has no bag, or no step with camera frames.
     """
+    run = load_run(Path(run_dir))
     images: dict[tuple[str, int], object] = {}
     states: dict[int, VehicleState] = {}
     timings = []
-    for item in read_bag(Path(run_dir) / "bag"):
+    for item in read_bag(run.bag_path):
         if item.topic.startswith(_PREFIX) and item.topic.endswith("/image_raw"):
             camera = item.topic[len(_PREFIX):-len("/image_raw")]
             images[(camera, item.t_ns // 1000)] = item.msg

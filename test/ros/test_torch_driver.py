@@ -45,6 +45,13 @@ def test_probe_driver_replays_inputs_saved_in_a_run(tmp_path):
     assert out.returncode == 0, out.stderr
     (row,) = json.loads(out.stdout)
     assert row["mode"] == "on" and row["calls"] == row["identical"] == 6
+    # a run directory is read as every tool reads one: named when missing or broken
+    missing = simforge("probe-driver", "--inputs", str(tmp_path / "nowhere"), cwd=tmp_path)
+    assert missing.returncode == 2 and f"{tmp_path / 'nowhere'}: no such run directory" in missing.stderr
+    manifest = Path(run.run_dir) / "manifest.json"
+    manifest.write_text(manifest.read_text()[:40])
+    broken = simforge("probe-driver", "--inputs", run.run_dir, cwd=tmp_path)
+    assert broken.returncode == 2 and "manifest.json: not valid JSON (truncated?)" in broken.stderr, broken.stderr
 
 
 @pytest.mark.parametrize(
