@@ -85,6 +85,19 @@ def compare_runs(run_a: RunDir, run_b: RunDir,
     return steps, setup_differences(run_a.manifest, run_b.manifest)
 
 
+def chain_disagreement(run: RunDir) -> str | None:
+    """What is wrong when a run's manifest names another chain digest than its last step
+    record's (an edited or mixed-up record): two such runs were called identical, their
+    manifests' disagreement unsaid."""
+    if not run.steps:
+        return None
+    last = run.steps[-1].get("digest")
+    if run.manifest["chain_digest"] == last:
+        return None
+    return (f"{run.path / MANIFEST}: chain_digest {_short(run.manifest['chain_digest'])} is not its last step's "
+            f"({_short(last)}): the record was edited or mixed up; `simforge verify {run.path}` holds it to its bag")
+
+
 def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[str, object, object]]:
     """How two runs were set up differently, from their manifests: seed, injected faults,
     the digests of what drove them (driver configuration, weights, scenario file, engine,
@@ -172,10 +185,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(args, int):
         return args
     try:
-        result, setup = compare_runs(load_run(args.run_a), load_run(args.run_b), force=args.force)
+        runs = (load_run(args.run_a), load_run(args.run_b))
+        result, setup = compare_runs(*runs, force=args.force)
     except SimforgeError as err:  # RunDirError, DiffRefused: one line, never a traceback
         say("diff", err)
         return EXIT_USAGE
+    for run in runs:  # diff reads steps.jsonl: a manifest at odds with it is another story, told apart
+        if (said := chain_disagreement(run)) is not None:
+            say("diff", f"note: {said}")
     if args.json:
         print(json.dumps(to_json(result, setup)))
     else:

@@ -28,7 +28,22 @@ def test_identical_runs_despite_wall_clock(make_run: MakeRun, capsys: pytest.Cap
     result = diff_runs(a, b)
     assert result.identical and result.steps == 60
     assert main([str(a), str(b)]) == 0
-    assert capsys.readouterr().out == "identical (60 steps)\n"
+    assert capsys.readouterr() == ("identical (60 steps)\n", "")
+
+
+def test_a_manifest_at_odds_with_its_steps_is_noted(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    """diff reads steps.jsonl; a manifest whose chain digest is not its last step's (edited,
+    or another run's copied in) was left unsaid, and the runs were called identical."""
+    a, b = make_run("a"), make_run("b")
+    manifest = json.loads((b / "manifest.json").read_text())
+    last = manifest["chain_digest"]
+    manifest["chain_digest"] = "0" * 64
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(a), str(b)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "identical (60 steps)\n"
+    assert err == (f"simforge diff: note: {b / 'manifest.json'}: chain_digest '{'0' * 16}' is not its last step's "
+                   f"('{last[:16]}'): the record was edited or mixed up; `simforge verify {b}` holds it to its bag\n")
 
 
 def test_perturbed_action_is_the_controller(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
