@@ -215,6 +215,22 @@ def _read_text(path: Path) -> str:
         raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
 
 
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict, refusing a key given twice (json keeps the last, silently)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """Parse and validate manifest.json; every problem is named in one message.
 
@@ -225,10 +241,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not text.strip():
         raise RunDirError(path, "empty file (truncated?)")
     try:
-        manifest = json.loads(text)
+        manifest = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         where = f"{err.msg} at line {err.lineno} column {err.colno}"
         raise RunDirError(path, f"not valid JSON (truncated?): {where}") from err
+    except _DuplicateKey as err:
+        said = f"the key {err.key!r} twice in one object (edited? the last would silently win)"
+        raise RunDirError(path, said) from err
     if not isinstance(manifest, dict):
         raise RunDirError(path, f"not a JSON object (got {type(manifest).__name__})")
     problems = manifest_problems(manifest)

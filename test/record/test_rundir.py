@@ -276,3 +276,13 @@ def test_a_directory_without_permission_is_named_by_the_tools(make_run: MakeRun,
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith(f"simforge {command}: ") and said in out.stderr, out.stderr
     assert "unexpected error" not in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_key_given_twice_in_the_manifest_is_named(make_run: MakeRun) -> None:
+    """json keeps the last of a repeated key without a word: a hand-edited manifest that
+    says "status" twice would be read as whichever came last."""
+    run = make_run()
+    path = run / "manifest.json"
+    text = path.read_text()
+    path.write_text(text.replace('"status": "counted"', '"status": "refused", "status": "counted"', 1))
+    assert error_of(run) == (f"{path}: the key 'status' twice in one object (edited? the last would silently win)")
