@@ -4,7 +4,8 @@ on, or let a held run do one more step.
 What `ros2 service call /simforge/pause std_srvs/srv/SetBool "{data: true}"` (and
 `/simforge/advance std_srvs/srv/Trigger`) does on a full ROS 2 install, for a machine with
 the PyPI wheels only (no ros2cli). It joins the run's
-ROS_DOMAIN_ID (from the environment: `simforge run` names it when a run starts held) with
+ROS_DOMAIN_ID (from the environment: `simforge run` names it when a run starts held; or
+read from the run's directory, --run, where `simforge run` keeps it while the run goes on) with
 the localhost discovery the run's nodes use, calls the clock master's service once, and
 prints its answer. Holding touches the wall clock only: the run's steps and digests are
 the same (README, "Watching a run live, holding it").
@@ -17,11 +18,13 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.isolation import check_rmw, user_domain
+from simforge_ros.record.rundir import DOMAIN, MANIFEST
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
 
@@ -35,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--resume", action="store_true", help="let a held run go on")
     what.add_argument("--step", action="store_true", help="let a held run do one more step, then hold again")
+    parser.add_argument("--run", default=None, metavar="RUN_DIR",
+                        help="the running run's directory: its ROS domain is read there (in place of ROS_DOMAIN_ID)")
     parser.add_argument("--wait-s", type=float, default=10.0,
                         help="how long to wait for the run's clock master, in seconds (default 10)")
     return parser
@@ -49,16 +54,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not (args.wait_s > 0 and args.wait_s < float("inf")):
             raise ConfigError.single("--wait-s", "wait_s", "a number of seconds > 0", args.wait_s)
-        text = os.environ.get("ROS_DOMAIN_ID", "").strip()
-        if not text:
-            raise ConfigError.single("environment", "ROS_DOMAIN_ID", "the run's domain (simforge run names it "
-                                     "when a run starts held; set it for the run to choose it)", "unset")
-        domain_id = user_domain(text)
+        if args.run is not None:
+            domain_id = _domain_of(Path(args.run))
+        else:
+            text = os.environ.get("ROS_DOMAIN_ID", "").strip()
+            if not text:
+                raise ConfigError.single("environment", "ROS_DOMAIN_ID", "the run's domain (simforge run names it "
+                                         "when a run starts held; set it for the run to choose it; or --run "
+                                         "RUN_DIR)", "unset")
+            domain_id = user_domain(text)
         check_rmw()
     except ConfigError as err:
         say("pause", err)
         return EXIT_USAGE
     return _call(domain_id, "step" if args.step else "resume" if args.resume else "hold", args.wait_s)
+
+
+def _domain_of(run: Path) -> int:
+    """The ROS domain a running run's nodes are in, from its directory (runner writes it).
+
+    Raises:
+        ConfigError: not the directory of a run started by `simforge run`, or one that ended.
+    """
+    if (run / MANIFEST).exists():
+        raise ConfigError.single("--run", "run", "the directory of a run still going on (this one has ended: "
+                                 f"its {MANIFEST} is written)", str(run))
+    try:
+        text = (run / DOMAIN).read_text().strip()
+    except OSError as err:
+        raise ConfigError.single("--run", "run", f"the directory of a run `simforge run` started ({DOMAIN}: "
+                                 f"{err.strerror or err})", str(run)) from None
+    return user_domain(text)
 
 
 def _call(domain_id: int, what: str, wait_s: float) -> int:

@@ -13,6 +13,7 @@ import gc
 import json
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,7 @@ from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV, STACKS_SIGNAL
 from simforge_ros.record.manifest import write_json
-from simforge_ros.record.rundir import PARAMS
+from simforge_ros.record.rundir import DOMAIN, PARAMS
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
@@ -251,12 +252,14 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             params_file = spec.out_dir / PARAMS
             write_params_file(params_file, params)
             lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
+            # where to find the run while it runs (`simforge pause --run`): a leased domain is no one's guess
+            (spec.out_dir / DOMAIN).write_text(f"{lease.domain_id}\n")
             if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same
                 held.enter_context(hold_domain(lease.domain_id, who))
             if spec.driver == EXTERNAL:
                 _announce_external_driver(params, lease.domain_id)
             if hold_at >= 0:
-                _announce_paused(hold_at, lease.domain_id)
+                _announce_paused(hold_at, lease.domain_id, spec.out_dir)
             elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
                 _announce_paced(factor, lease.domain_id)
             if spec.layout == "single":
@@ -290,11 +293,11 @@ def _announce_paced(factor: float, domain_id: int) -> None:
           "(`simforge pause` holds it there)", file=sys.stderr, flush=True)
 
 
-def _announce_paused(hold_at: int, domain_id: int) -> None:
+def _announce_paused(hold_at: int, domain_id: int, out_dir: Path) -> None:
     """Tell the user where the run will hold (clock_master.hold_at_step), and how to let it go on."""
     print(f"simforge: the run holds once step {hold_at} is done until resumed: `simforge pause --resume` or a "
-          f"{topics.PAUSE_SERVICE} call (std_srvs/SetBool, data false) on ROS_DOMAIN_ID={domain_id}, localhost",
-          file=sys.stderr, flush=True)
+          f"{topics.PAUSE_SERVICE} call (std_srvs/SetBool, data false) on ROS_DOMAIN_ID={domain_id}, localhost "
+          f"(or `simforge pause --resume --run {shlex.quote(str(out_dir))}`)", file=sys.stderr, flush=True)
 
 
 def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

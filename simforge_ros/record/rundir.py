@@ -24,6 +24,7 @@ FORMAT = 1
 MANIFEST = "manifest.json"
 STEPS = "steps.jsonl"
 PARAMS = "params.yaml"  # what `simforge run` started the nodes with (rerun, salvage)
+DOMAIN = "logs/ros_domain_id"  # the ROS domain the run's nodes are in, while it runs (simforge pause --run)
 STATUSES = ("counted", "refused")
 STORAGES = ("mcap", "sqlite3")
 STEP_KEYS = (

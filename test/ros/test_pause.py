@@ -257,3 +257,40 @@ def test_a_hold_past_the_last_step_is_refused_or_noted(tmp_path):
     steps = int(noted.stdout.split("steps=")[1].split()[0])
     assert f"note: the run never held (clock_master.hold_at_step 100000): its last step was {steps - 1}" \
         in noted.stderr
+
+
+def _recorded(out: Path) -> int:
+    found = list(out.glob("*/steps.jsonl"))
+    return found[0].read_text().count("\n") if found else 0
+
+
+def test_simforge_pause_finds_a_running_run_by_its_directory(tmp_path):
+    """A run in a leased domain (no ROS_DOMAIN_ID anywhere): its directory says where it is
+    while it runs; once it has ended, --run says so instead of waiting for no one."""
+    exe = Path(sys.executable).with_name("simforge")
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+    out = tmp_path / "runs"
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "5", "--json", "--out", str(out),
+                            "--hold-at-step", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        end = time.monotonic() + 60
+        while not list(out.glob("*/logs/ros_domain_id")) or _recorded(out) < 2:  # held once step 1 is done
+            assert run.poll() is None and time.monotonic() < end, "the run never held"
+            time.sleep(0.05)
+        (run_dir,) = list(out.glob("*"))
+        resumed = _simforge("pause", "--resume", "--run", str(run_dir), "--wait-s", "60", env=env)
+        assert (resumed.returncode, resumed.stdout.strip()) == (0, "running"), resumed.stderr
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, stderr
+    assert json.loads(stdout)["status"] == "counted"
+    assert f"`simforge pause --resume --run {run_dir}`" in stderr
+    ended = _simforge("pause", "--run", str(run_dir), env=env)
+    assert ended.returncode == 2
+    assert f"--run: run: expected the directory of a run still going on (this one has ended: its manifest.json " \
+           f"is written), got '{run_dir}'" in ended.stderr
+    nowhere = _simforge("pause", "--run", str(tmp_path), env=env)
+    assert nowhere.returncode == 2 and "expected the directory of a run `simforge run` started" in nowhere.stderr
