@@ -154,16 +154,34 @@ def _simforge(*args: str, env: dict[str, str], timeout: float = 120) -> subproce
     return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@contextlib.contextmanager
+def _simforge_run(*args: str, env: dict[str, str]) -> Any:
+    """`simforge run ARGS` in the background; killed on the way out if still running (a
+    failed assertion must not leave a held run behind)."""
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        yield run
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+
+
+def _recorded(out: Path) -> int:
+    """Steps recorded so far by the one run under ``out`` (flushed within 0.2 s, held or not)."""
+    found = list(out.glob("*/steps.jsonl"))
+    return found[0].read_text().count("\n") if found else 0
+
+
 def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
     """What a user without ros2cli (the PyPI wheels) types instead of `ros2 service call`."""
-    exe = Path(sys.executable).with_name("simforge")
     with lease_domain(tmp_path / "lease") as lease:
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
         # paced: after the resume the run lasts 4 s, for the --step that finds it not held
-        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "40", "--real-time-factor", "1", "--json",
-                                "--out", str(tmp_path / "runs"), "--hold-at-step", "0"],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with _simforge_run("right_turn", "--steps", "40", "--real-time-factor", "1", "--json",
+                           "--out", str(tmp_path / "runs"), "--hold-at-step", "0", env=env) as run:
             held = _simforge("pause", "--wait-s", "60", env=env)
             assert (held.returncode, held.stdout.strip()) == (0, "paused before step 1"), held.stderr
             stepped = _simforge("pause", "--step", "--wait-s", "60", env=env)
@@ -173,10 +191,6 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
             not_held = _simforge("pause", "--step", "--wait-s", "60", env=env)
             assert not_held.returncode == 1 and "the run is not held" in not_held.stderr, not_held.stderr
             out, err = run.communicate(timeout=120)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.communicate()
         assert run.returncode == 0, err
         assert json.loads(out)["status"] == "counted"
         assert "holds once step 0 is done until resumed" in err and f"ROS_DOMAIN_ID={lease.domain_id}" in err
@@ -206,25 +220,18 @@ def test_a_run_held_after_its_last_step_waits_with_every_step_recorded_then_ends
     compute, every record out) until resumed, and resuming ends the run as it would have."""
     steps = 6
     reference = lockstep(tmp_path / "reference", steps=steps, layout=layout)
-    exe = Path(sys.executable).with_name("simforge")
     out = tmp_path / "held"
     with lease_domain(tmp_path / "lease") as lease:
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
-        run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", str(steps), "--layout", layout, "--json",
-                                "--out", str(out), "--hold-at-step", str(steps - 1)],
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
-            def recorded() -> int:
-                found = list(out.glob("*/steps.jsonl"))
-                return found[0].read_text().count("\n") if found else 0
-
+        with _simforge_run("right_turn", "--steps", str(steps), "--layout", layout, "--json", "--out", str(out),
+                           "--hold-at-step", str(steps - 1), env=env) as run:
             end = time.monotonic() + 120
-            while recorded() < steps:
+            while _recorded(out) < steps:
                 assert run.poll() is None and time.monotonic() < end, "the run never recorded its last step"
                 time.sleep(0.05)
             time.sleep(HELD_S)
             assert run.poll() is None, "the run ended instead of holding after its last step"
-            assert recorded() == steps and not list(out.glob("*/manifest.json"))  # not ended, nothing more
+            assert _recorded(out) == steps and not list(out.glob("*/manifest.json"))  # not ended, nothing more
             paused = _simforge("pause", "--wait-s", "60", env=env)
             assert (paused.returncode, paused.stdout.strip()) == (
                 0, f"paused after the last step ({steps - 1}): resuming ends the run"), paused.stderr
@@ -232,10 +239,6 @@ def test_a_run_held_after_its_last_step_waits_with_every_step_recorded_then_ends
             assert (ended.returncode, ended.stdout.strip()) == (
                 0, f"the run ends: step {steps - 1} was its last"), ended.stderr
             stdout, stderr = run.communicate(timeout=120)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.communicate()
     assert run.returncode == 0, stderr
     result = json.loads(stdout)
     assert (result["status"], result["steps"]) == ("counted", steps)
@@ -259,20 +262,13 @@ def test_a_hold_past_the_last_step_is_refused_or_noted(tmp_path):
         in noted.stderr
 
 
-def _recorded(out: Path) -> int:
-    found = list(out.glob("*/steps.jsonl"))
-    return found[0].read_text().count("\n") if found else 0
-
-
 def test_simforge_pause_finds_a_running_run_by_its_directory(tmp_path):
     """A run in a leased domain (no ROS_DOMAIN_ID anywhere): its directory says where it is
     while it runs; once it has ended, --run says so instead of waiting for no one."""
-    exe = Path(sys.executable).with_name("simforge")
     env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
     out = tmp_path / "runs"
-    run = subprocess.Popen([str(exe), "run", "right_turn", "--steps", "5", "--json", "--out", str(out),
-                            "--hold-at-step", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
+    with _simforge_run("right_turn", "--steps", "5", "--json", "--out", str(out), "--hold-at-step", "1",
+                       env=env) as run:
         end = time.monotonic() + 60
         while not list(out.glob("*/logs/ros_domain_id")) or _recorded(out) < 2:  # held once step 1 is done
             assert run.poll() is None and time.monotonic() < end, "the run never held"
@@ -281,10 +277,6 @@ def test_simforge_pause_finds_a_running_run_by_its_directory(tmp_path):
         resumed = _simforge("pause", "--resume", "--run", str(run_dir), "--wait-s", "60", env=env)
         assert (resumed.returncode, resumed.stdout.strip()) == (0, "running"), resumed.stderr
         stdout, stderr = run.communicate(timeout=120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     assert run.returncode == 0, stderr
     assert json.loads(stdout)["status"] == "counted"
     assert f"`simforge pause --resume --run {run_dir}`" in stderr
