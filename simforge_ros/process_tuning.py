@@ -83,6 +83,28 @@ def freeze_startup() -> None:
     gc.freeze()
 
 
+TEARDOWN_SIGNAL = signal.SIGALRM
+"""What ends a node process whose teardown hung holding the interpreter lock (end_after):
+its exit status is -TEARDOWN_SIGNAL, which `simforge run` reads as that and nothing else."""
+
+
+def end_after(seconds: float) -> None:
+    """End this process by TEARDOWN_SIGNAL after ``seconds``, every thread's Python stack
+    written to stderr first.
+
+    No Python runs on the way, so it works where exit_after cannot: rclpy's teardown was
+    seen stuck in C++ with the interpreter lock held (the main thread in
+    EventHandler.__exit__ under EventsExecutor.shutdown), and exit_after's timer thread,
+    which needs that lock to run, never ran. The kernel's interval timer raises the signal;
+    faulthandler's handler (C) writes the stacks and re-raises it with its default action,
+    which ends the process."""
+    import faulthandler
+
+    signal.signal(TEARDOWN_SIGNAL, signal.SIG_DFL)  # what faulthandler's handler chains to
+    faulthandler.register(TEARDOWN_SIGNAL, file=sys.stderr, all_threads=True, chain=True)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
 def exit_after(seconds: float, code: int, last_words: Callable[[], None]) -> threading.Timer:
     """Leave the process with ``code`` after ``seconds`` unless the returned timer is
     cancelled; ``last_words`` runs first (say why, kill children).

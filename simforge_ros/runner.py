@@ -42,7 +42,7 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
-from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV, STACKS_SIGNAL
+from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV, STACKS_SIGNAL, TEARDOWN_SIGNAL
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.rundir import DOMAIN, PARAMS
 
@@ -479,7 +479,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                         # any step was chained) ends the run now, not after the clock
                         # master's wait for its service
                         code = proc.poll()
-                        if not_started is None and (code == EXIT_USAGE or (code == EXIT_FAILURE and chained == 0)):
+                        if not_started is None and (code == EXIT_USAGE or (code in (EXIT_FAILURE, -TEARDOWN_SIGNAL)
+                                                                             and chained == 0)):
                             not_started = name
                     if not_started is not None:
                         break
@@ -504,8 +505,12 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         _stop_all(procs)
         for handle in handles:
             handle.close()
+    _note_teardown_watchdog(procs, logs)
     outcome = read_outcome(logs / "clock_master.log")
-    if outcome is None and procs["clock_master"].returncode == EXIT_USAGE:
+    clock_code = procs["clock_master"].returncode
+    if clock_code == -TEARDOWN_SIGNAL and outcome is not None:
+        clock_code = 0  # its outcome was out: the exit status it meant follows from it (_result)
+    if outcome is None and clock_code == EXIT_USAGE:
         not_started = "clock_master"
     if outcome is None and not_started is None and stop_asked.is_set():  # before its Python had started
         interrupted = {"code": Aborted.code, "step": -1, "detail": "interrupted while the nodes were starting"}
@@ -513,7 +518,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
-    result = _result(spec, outcome, procs["clock_master"].returncode)
+    result = _result(spec, outcome, clock_code)
     if result.status != "counted":
         return result  # its refusal names what went wrong; a node's exit or log follows from it
     unclean = _unclean_exits(procs, lingering, logs) + _abort_lines(logs, list(procs))
@@ -522,8 +527,9 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
 
 def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> list[str]:
     """Each participant that exited non-zero after the run, or had to be stopped, with its
-    log. A participant whose teardown hangs leaves by itself with 0 (exit_if_stuck), so
-    one still there past _GRACE_S is stuck where that cannot reach it."""
+    log. A participant whose teardown hangs leaves by itself with 0, or by TEARDOWN_SIGNAL
+    where the hang holds the interpreter lock (exit_if_stuck), both clean; one still there
+    past _GRACE_S is stuck where neither can reach it."""
     unclean = []
     for name, proc in procs.items():
         if name == "clock_master":
@@ -532,9 +538,23 @@ def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[
         if name in lingering:
             unclean.append(f"{name} was still running {_GRACE_S:g} s after the run ended and was stopped (see {log}, "
                            "which ends with where its threads were)")
-        elif proc.returncode != 0:
+        elif proc.returncode not in (0, -TEARDOWN_SIGNAL):
             unclean.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
     return unclean
+
+
+def _note_teardown_watchdog(procs: Mapping[str, subprocess.Popen[bytes]], logs: Path) -> None:
+    """Say, in the log of each node that ended by TEARDOWN_SIGNAL, what ended it: its
+    results were out, its ROS teardown hung with the interpreter lock held, and its
+    watchdog (nodes.common.exit_if_stuck) ended it. Its stacks are the lines before: the
+    handler that wrote them could run no Python to say why. Such an exit is as clean as
+    exit_if_stuck's own (exit status 0): the run counts."""
+    for name, proc in procs.items():
+        if proc.returncode == -TEARDOWN_SIGNAL:
+            with contextlib.suppress(OSError), (logs / f"{name}.log").open("a", encoding="utf-8") as log:
+                log.write(f"simforge run: {name}'s teardown hung after its work was done, holding Python's "
+                          f"interpreter lock; its watchdog ended it ({TEARDOWN_SIGNAL.name}); the stacks above "
+                          "show where it was\n")
 
 
 # What a node prints only when something broke that no refusal named: a Python traceback

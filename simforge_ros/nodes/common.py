@@ -32,6 +32,7 @@ from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
 from simforge_ros.process_tuning import (
     dump_stacks_on_signal,
+    end_after,
     exit_after,
     freeze_startup,
     tune_process,
@@ -250,16 +251,25 @@ TEARDOWN_S = 3.0
 ORPHAN_GRACE_S = 30.0
 
 
+# How long after exit_if_stuck's own deadline its lock-free backstop ends the process.
+BACKSTOP_S = 0.5
+
+
 def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
-    """Leave the process with ``code`` if it is still here after ``seconds``.
+    """Leave the process with ``code`` if it is still here after ``seconds``; end it by
+    TEARDOWN_SIGNAL BACKSTOP_S later if even that could not run.
 
     Armed before a node is torn down: rclpy's teardown was seen to spin at 100% CPU
     forever (in Node.destroy_node / EventHandler.__exit__ after an EventsExecutor spun the
-    node), and a node that never exits is worse than one that skips its cleanup. Call it
-    only once the node's results are out (answers sent, files written)."""
+    node), and a node that never exits is worse than one that skips its cleanup. The timer
+    is a Python thread: where the teardown hangs in C with the interpreter lock held (seen
+    in EventsExecutor.shutdown), it never runs, and the kernel's timer (end_after) ends the
+    process instead, its stacks in its log. Call it only once the node's results are out
+    (answers sent, files written)."""
     def _say() -> None:
         print(f"teardown did not finish within {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
 
+    end_after(seconds + BACKSTOP_S)
     return exit_after(seconds, code, _say)
 
 

@@ -28,6 +28,50 @@ def _at_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: str, action:
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
+# in each node process named, its teardown (close_nodes) hangs as rclpy's was seen to: in C,
+# the interpreter lock held, so that exit_if_stuck's timer thread never runs
+_HANG_IN_TEARDOWN = """\
+import sys
+if any(f"simforge_ros.nodes.{{name}}" in sys.orig_argv for name in {nodes!r}):
+    sys.path.insert(0, {helpers!r})
+    from hold_lock import hold_interpreter_lock
+    import simforge_ros.nodes.common as common
+    common.close_nodes = lambda executor, nodes: hold_interpreter_lock()
+"""
+
+
+def _hang_in_teardown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *nodes: str) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    helpers = str(Path(__file__).resolve().parent.parent)  # test/, where hold_lock.py is
+    (site / "sitecustomize.py").write_text(_HANG_IN_TEARDOWN.format(nodes=nodes, helpers=helpers))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+
+
+def test_nodes_whose_teardown_hangs_holding_the_interpreter_lock_leave_and_the_run_counts(tmp_path, monkeypatch):
+    """Seen in a full suite (the driver, once): the run's results were all out, then the
+    node never left, and the run was refused as a node still running 5 s after it ended."""
+    nodes = ("clock_master", "sim_bridge", "driver", "recorder")
+    _hang_in_teardown(tmp_path, monkeypatch, *nodes)
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
+    assert (result.status, result.refusal, result.exit_code, result.steps) == ("counted", None, 0, 12)
+    assert manifest_of(result)["status"] == "counted"
+    for node in nodes:
+        lines = (Path(result.run_dir) / "logs" / f"{node}.log").read_text().splitlines()
+        assert lines[-1] == (f"simforge run: {node}'s teardown hung after its work was done, holding Python's "
+                             "interpreter lock; its watchdog ended it (SIGALRM); the stacks above show where it was")
+        assert any("in hold_interpreter_lock" in line for line in lines)  # where it was
+
+
+def test_a_refused_run_whose_clock_master_hangs_in_teardown_keeps_its_refusal(tmp_path, monkeypatch):
+    _hang_in_teardown(tmp_path, monkeypatch, "clock_master")
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", faults=("drop_frame@4",))
+    assert (result.status, result.refusal["code"], result.refusal["step"]) == ("refused", "missing_frame", 4)
+    assert result.exit_code == 12  # missing_frame's own, not the watchdog's signal
+    log = (Path(result.run_dir) / "logs" / "clock_master.log").read_text()
+    assert log.endswith("its watchdog ended it (SIGALRM); the stacks above show where it was\n")
+
+
 def test_a_node_that_exits_non_zero_after_the_last_step_refuses_the_run(tmp_path, monkeypatch):
     _at_exit(tmp_path, monkeypatch, "driver", "os._exit(3)")
     result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
