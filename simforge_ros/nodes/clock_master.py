@@ -266,7 +266,7 @@ class ClockMaster:
         self._pacer = Pacer(self.config.real_time_factor)
         self._paused = False  # held before the next step (/simforge/pause)
         self._released = 0  # steps a held run may still do before it holds again (/simforge/advance)
-        # the step request held by clock_master.hold_at_step (-1: none; step 0 is never held)
+        # the step request held by clock_master.hold_at_step (-1: none, or its hold came; step 0 is never held)
         self._hold_before = self.config.hold_at_step + 1 if self.config.hold_at_step >= 0 else -1
         self._ended = False
         self._last_step: int | None = None  # set once every step is done: a hold then ends the run
@@ -463,7 +463,9 @@ class ClockMaster:
         self._paused = bool(request.data)
         self._released = 0
         response.success = True
-        if not self._paused:
+        if not self._paused and self._hold_before >= 0:  # a resume before the hold it asked for
+            response.message = f"running (clock_master.hold_at_step still holds it after step {self._hold_before - 1})"
+        elif not self._paused:
             response.message = "running"
         elif self._last_step is not None:
             response.message = f"paused after the last step ({self._last_step}): resuming ends the run"
@@ -549,6 +551,7 @@ class ClockMaster:
         if not request.reset:
             if request.step == self._hold_before:
                 self._paused = True
+                self._hold_before = -1  # done: a resume now lets the run go to its end
             held = self._paused
             if held:
                 self._hold(request.step)

@@ -286,3 +286,32 @@ def test_simforge_pause_finds_a_running_run_by_its_directory(tmp_path):
            f"is written), got '{run_dir}'" in ended.stderr
     nowhere = _simforge("pause", "--run", str(tmp_path), env=env)
     assert nowhere.returncode == 2 and "expected the directory of a run `simforge run` started" in nowhere.stderr
+
+
+def test_a_resume_before_the_scheduled_hold_says_the_hold_is_still_ahead(tmp_path):
+    """--hold-at-step is a plan, not a pause: resuming a run not yet held leaves it in
+    place, and the answer says so; once that hold has come, a resume lets the run end."""
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+    out = tmp_path / "runs"
+    hold_at = 60  # paced at real time: 6 s before it comes, for the resume sent now
+    with _simforge_run("right_turn", "--steps", str(hold_at + 5), "--real-time-factor", "1", "--json",
+                       "--out", str(out), "--hold-at-step", str(hold_at), env=env) as run:
+        end = time.monotonic() + 60
+        while not list(out.glob("*/logs/ros_domain_id")):
+            assert run.poll() is None and time.monotonic() < end, "the run never started"
+            time.sleep(0.05)
+        (run_dir,) = list(out.glob("*"))
+        early = _simforge("pause", "--resume", "--run", str(run_dir), "--wait-s", "60", env=env)
+        assert early.returncode == 0, early.stderr
+        assert early.stdout.strip() == f"running (clock_master.hold_at_step still holds it after step {hold_at})"
+        assert _recorded(out) <= hold_at  # it was sent before the hold, as meant
+        while _recorded(out) < hold_at + 1:
+            assert run.poll() is None and time.monotonic() < end, "the run never held"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert run.poll() is None and _recorded(out) == hold_at + 1  # held all the same
+        resumed = _simforge("pause", "--resume", "--run", str(run_dir), "--wait-s", "60", env=env)
+        assert (resumed.returncode, resumed.stdout.strip()) == (0, "running"), resumed.stderr
+        stdout, stderr = run.communicate(timeout=120)
+    assert run.returncode == 0, stderr
+    assert json.loads(stdout)["status"] == "counted"
