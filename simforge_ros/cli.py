@@ -9,7 +9,7 @@
     simforge diff RUN_A RUN_B [--json] [--force]
     simforge spread RUN RUN [RUN ...] [--json] [--force]
     simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
-    simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...]
+    simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...] [--verify]
     simforge salvage RUN [--out DIR] [--json]
     simforge probe-driver [...]
     simforge render SCENARIO [...]

@@ -33,6 +33,7 @@ from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import load_run
+from simforge_ros.record.verify import verify_run
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
@@ -216,12 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start once this topic has a reader (repeatable)")
     parser.add_argument("--wait-s", type=_non_negative("seconds >= 0"), default=30.0,
                         help="how long to wait for those readers, in seconds (default 30)")
+    parser.add_argument("--verify", action="store_true",
+                        help="first check the bag against the run's digests, as `simforge verify` does, and play "
+                             "nothing if they differ (exit 1)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 once everything is played, 1 when a reader never came or a publish failed,
-    2 on unreadable input or bad usage."""
+    """Exit 0 once everything is played, 1 when a reader never came, a publish failed or
+    --verify found the bag differs from the run's records, 2 on unreadable input or bad usage."""
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
@@ -238,9 +242,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         broken = bag_problem(run.bag_path)  # rosbags would read such a bag wrong, silently
         if broken is not None:
             raise BagError(f"{run.bag_path}: not played: {broken} (`simforge verify` checks the whole run)")
+        checked = verify_run(run.path) if args.verify else None
     except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
         say("play", err)
         return EXIT_USAGE
+    if checked is not None:
+        if not checked.ok:  # a bag edited, or damaged where nothing else shows it: its messages are not the run's
+            assert checked.first_mismatch is not None
+            print(f"simforge play: {run.path}: not played: MISMATCH at step {checked.first_mismatch['step']}: "
+                  f"{checked.detail}", file=sys.stderr)
+            return EXIT_FAILURE
+        print(f"simforge play: {checked.detail}", file=sys.stderr)
     held = contextlib.ExitStack()
     try:  # a second /clock in a running simforge run's domain would break that run
         held.enter_context(hold_domain(user_domain(os.environ.get("ROS_DOMAIN_ID", "").strip() or "0"),

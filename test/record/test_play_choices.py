@@ -130,3 +130,15 @@ def test_a_bag_whose_indexes_do_not_match_its_messages_is_not_played(make_run: M
     err = capsys.readouterr().err
     assert err.startswith(f"simforge play: {run / 'bag'}: not played: bag.mcap: the chunk index of the chunk at byte ")
     assert err.endswith("(`simforge verify` checks the whole run)\n") and err.count("\n") == 1
+
+
+def test_play_verify_plays_nothing_of_a_bag_that_differs_from_its_run(make_run: MakeRun, flip_state_byte,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A bag edited after the run (one byte of step 5's state) decodes as well as any: only
+    its digests tell. With --verify, play checks them first and sends nothing."""
+    run = make_run("a")
+    flip_state_byte(run, 5)
+    assert main([str(run), "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"simforge play: {run}: not played: MISMATCH at step 5: field state.speed_mps: bag ")
+    assert err.count("\n") == 1

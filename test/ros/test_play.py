@@ -86,6 +86,11 @@ def test_a_reader_that_never_comes_is_named(tmp_path, ros_lease):
                          env=dict(ros_lease.env), capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert out.stderr == f"simforge play: no reader on {topics.STATE} within 0.5 s\n"
+    checked = subprocess.run([str(exe), "play", run.run_dir, "--verify", "--wait-for-reader", topics.STATE,
+                              "--wait-s", "0.5"], env=dict(ros_lease.env), capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 1  # verified, then on to the wait for a reader
+    assert checked.stderr == (f"simforge play: verified: 3 steps, chain {run.chain_digest[:16]}\n"
+                              f"simforge play: no reader on {topics.STATE} within 0.5 s\n")
 
 
 def test_a_recorder_listening_to_a_played_run_chains_it_to_the_same_digests(tmp_path, ros_lease):
