@@ -24,6 +24,7 @@ its end, unwatched. A node it started watches it instead (``watch_launcher``).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import os
@@ -31,7 +32,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
@@ -103,6 +104,33 @@ def end_after(seconds: float) -> None:
     signal.signal(TEARDOWN_SIGNAL, signal.SIG_DFL)  # what faulthandler's handler chains to
     faulthandler.register(TEARDOWN_SIGNAL, file=sys.stderr, all_threads=True, chain=True)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+@contextlib.contextmanager
+def ended_if_stuck(seconds: float) -> Iterator[None]:
+    """end_after for a stretch of a process that goes on after it (the `single` layout's
+    teardown, in the process that ran the run): past ``seconds`` the process ends with its
+    stacks written, instead of hanging for good; done in time, the timer is disarmed and
+    the signal's handling (and any interval timer of the caller's own) put back. Outside
+    the main thread, where no signal handler can be set, it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import faulthandler
+
+    previous = signal.getsignal(TEARDOWN_SIGNAL)
+    earlier_delay, earlier_interval = signal.getitimer(signal.ITIMER_REAL)
+    start = time.monotonic()
+    end_after(seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        faulthandler.unregister(TEARDOWN_SIGNAL)
+        signal.signal(TEARDOWN_SIGNAL, previous if previous is not None else signal.SIG_DFL)
+        if earlier_delay > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(earlier_delay - (time.monotonic() - start), 1e-6),
+                             earlier_interval)
 
 
 def exit_after(seconds: float, code: int, last_words: Callable[[], None]) -> threading.Timer:

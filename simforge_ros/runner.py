@@ -42,7 +42,13 @@ from simforge_ros.core.faults import FaultPlan
 from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
 from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
-from simforge_ros.process_tuning import HELD_SIGNALS, LAUNCHER_ENV, STACKS_SIGNAL, TEARDOWN_SIGNAL
+from simforge_ros.process_tuning import (
+    HELD_SIGNALS,
+    LAUNCHER_ENV,
+    STACKS_SIGNAL,
+    TEARDOWN_SIGNAL,
+    ended_if_stuck,
+)
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.rundir import DOMAIN, PARAMS
 
@@ -55,6 +61,9 @@ LAYOUTS = ("processes", "single")
 SURROUND = ["front", "left", "rear", "right"]
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 _GRACE_S = 5.0
+# Wall clock: how long the `single` layout's ROS teardown may take before the process that
+# ran it is ended (SIGALRM, its stacks on stderr) rather than left hanging (ended_if_stuck).
+SINGLE_TEARDOWN_S = 20.0
 _PROFILE = "fastdds_shm.xml"
 
 
@@ -412,8 +421,11 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any)
             close = getattr(shell, "close", None)
             if close is not None:
                 close()
-        close_nodes(executor, [shell.node for shell in shells])
-        rclpy.shutdown(context=context)
+        # what was recorded is written; the ROS teardown can hang holding the interpreter
+        # lock (nodes.common.exit_if_stuck), and this process would then never end
+        with ended_if_stuck(SINGLE_TEARDOWN_S):
+            close_nodes(executor, [shell.node for shell in shells])
+            rclpy.shutdown(context=context)
         gc.unfreeze()  # this process may run more: what the run froze may be collected again
 
 

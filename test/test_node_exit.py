@@ -41,3 +41,37 @@ def test_a_teardown_stuck_holding_the_interpreter_lock_still_ends_with_its_stack
     assert "in hold_interpreter_lock" in done.stderr  # where the main thread was
     assert "in wait" in done.stderr  # the timer thread, waiting for the lock
 
+
+
+def test_a_stretch_watched_by_ended_if_stuck_that_hangs_ends_the_process_with_its_stacks():
+    # the single layout's teardown, in the process that ran the run
+    script = (f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              "from hold_lock import hold_interpreter_lock\n"
+              "from simforge_ros.process_tuning import ended_if_stuck\n"
+              "with ended_if_stuck(0.3):\n    hold_interpreter_lock()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == -signal.SIGALRM
+    assert "in hold_interpreter_lock" in done.stderr
+
+
+def test_a_stretch_done_in_time_leaves_the_signal_and_the_callers_own_timer_as_they_were():
+    from simforge_ros.process_tuning import ended_if_stuck
+
+    fired = []
+
+    def handler(signum, _frame):
+        fired.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 100.0)
+        with ended_if_stuck(5.0):
+            assert 4.0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 5.0  # armed for the stretch
+        assert signal.getsignal(signal.SIGALRM) is handler
+        assert 90.0 < signal.getitimer(signal.ITIMER_REAL)[0] <= 100.0  # the caller's own, going on
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        time.sleep(0.3)
+        assert fired == [signal.SIGALRM]  # reaches the caller's handler, not faulthandler's
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

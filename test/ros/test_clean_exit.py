@@ -6,6 +6,9 @@ PYTHONPATH: nothing in simforge is told about it, as with a real crash at exit."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -70,6 +73,35 @@ def test_a_refused_run_whose_clock_master_hangs_in_teardown_keeps_its_refusal(tm
     assert result.exit_code == 12  # missing_frame's own, not the watchdog's signal
     log = (Path(result.run_dir) / "logs" / "clock_master.log").read_text()
     assert log.endswith("its watchdog ended it (SIGALRM); the stacks above show where it was\n")
+
+
+# in the `simforge run` process itself (the single layout's), the same hang, and a short watch
+_HANG_IN_SINGLE_TEARDOWN = """\
+import sys
+sys.path.insert(0, {helpers!r})
+from hold_lock import hold_interpreter_lock
+import simforge_ros.nodes.common as common
+import simforge_ros.runner as runner
+common.close_nodes = lambda executor, nodes: hold_interpreter_lock()
+runner.SINGLE_TEARDOWN_S = 1.0
+"""
+
+
+def test_a_single_run_whose_teardown_hangs_ends_its_process_instead_of_hanging_for_good(tmp_path):
+    """The nodes' threads are `simforge run`'s own there: nothing else could end it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    helpers = str(Path(__file__).resolve().parent.parent)
+    (site / "sitecustomize.py").write_text(_HANG_IN_SINGLE_TEARDOWN.format(helpers=helpers))
+    exe = Path(sys.executable).with_name("simforge")
+    out = tmp_path / "runs"
+    done = subprocess.run([str(exe), "run", "right_turn", "--layout", "single", "--steps", "5", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(site)})
+    assert done.returncode == -signal.SIGALRM, done.stderr
+    assert "in hold_interpreter_lock" in done.stderr  # where it was, for the bug report
+    (run_dir,) = list(out.iterdir())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["steps"]) == ("counted", 5)  # written before the teardown
 
 
 def test_a_node_that_exits_non_zero_after_the_last_step_refuses_the_run(tmp_path, monkeypatch):
