@@ -265,7 +265,10 @@ def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
     is a Python thread: where the teardown hangs in C with the interpreter lock held (seen
     in EventsExecutor.shutdown), it never runs, and the kernel's timer (end_after) ends the
     process instead, its stacks in its log. Call it only once the node's results are out
-    (answers sent, files written)."""
+    (answers sent, files written). The likely cause lies below rclpy: lock-order
+    inversions between rmw_fastrtps's QoS-event callbacks and Fast DDS's endpoints, met
+    when peers leave the graph while a node tears down, as at every run's end
+    (see ros2/rmw_fastrtps#890 and eProsima/Fast-DDS#6193)."""
     def _say() -> None:
         print(f"teardown did not finish within {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
 
