@@ -255,6 +255,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{result.run_id}  steps={result.steps}  chain={chain}{frames}  {status}", flush=True)
             if refusal is not None:
                 print(f"  {refusal['detail']}", flush=True)
+        for note in result.notes:
+            print(f"simforge: note: {note}", file=sys.stderr)
         if result.refusal is not None and result.refusal.get("code") == "aborted":
             break  # interrupted: the remaining --repeat runs are not started
         if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps:

@@ -84,6 +84,9 @@ def freeze_startup() -> None:
     gc.freeze()
 
 
+TEARDOWN_CUT = "teardown did not finish within"
+"""How a node's log says its teardown watchdog's timer ended it (nodes.common.exit_if_stuck)."""
+
 TEARDOWN_SIGNAL = signal.SIGALRM
 """What ends a node process whose teardown hung holding the interpreter lock (end_after):
 its exit status is -TEARDOWN_SIGNAL, which `simforge run` reads as that and nothing else."""

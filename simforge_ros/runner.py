@@ -46,6 +46,7 @@ from simforge_ros.process_tuning import (
     HELD_SIGNALS,
     LAUNCHER_ENV,
     STACKS_SIGNAL,
+    TEARDOWN_CUT,
     TEARDOWN_SIGNAL,
     ended_if_stuck,
 )
@@ -100,9 +101,12 @@ class RunResult:
     # the recorder's frames chain (None: no frame, or nothing recorded): the step chain
     # holds no pixel, so two runs repeat bit for bit only if both digests do
     frames_digest: str | None = None
+    # what the user should hear that no refusal says (a node's teardown that had to be cut
+    # short); `simforge run` prints each on stderr, and --json leaves them out
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("exit_code", "wall", "notes")}
 
 
 def new_run_id(scenario: str, seed: int, index: int) -> str:
@@ -518,6 +522,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         for handle in handles:
             handle.close()
     _note_teardown_watchdog(procs, logs)
+    notes = _cut_short(procs, logs)
     outcome = read_outcome(logs / "clock_master.log")
     clock_code = procs["clock_master"].returncode
     if clock_code == -TEARDOWN_SIGNAL and outcome is not None:
@@ -530,11 +535,29 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
-    result = _result(spec, outcome, clock_code)
+    result = replace(_result(spec, outcome, clock_code), notes=notes)
     if result.status != "counted":
         return result  # its refusal names what went wrong; a node's exit or log follows from it
     unclean = _unclean_exits(procs, lingering, logs) + _abort_lines(logs, list(procs))
     return _refuse_unclean(spec, result, unclean) if unclean else result
+
+
+def _cut_short(procs: Mapping[str, subprocess.Popen[bytes]], logs: Path) -> tuple[str, ...]:
+    """A note for each node whose ROS teardown its watchdog had to cut short (the run
+    counts all the same: its results were out): rare, an rclpy/Fast DDS fault, and worth
+    knowing about when it comes back."""
+    notes = []
+    for name, proc in procs.items():
+        log = logs / f"{name}.log"
+        if proc.returncode == -TEARDOWN_SIGNAL:
+            notes.append(f"{name}'s ROS teardown hung after the run, holding the interpreter lock, and its watchdog "
+                         f"ended it (where it was: {log})")
+            continue
+        with contextlib.suppress(OSError):
+            if TEARDOWN_CUT in log.read_text(errors="replace"):
+                notes.append(f"{name}'s ROS teardown did not finish in time after the run, and its watchdog ended it "
+                             f"(see {log})")
+    return tuple(notes)
 
 
 def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[str], logs: Path) -> list[str]:

@@ -31,6 +31,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Part
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
 from simforge_ros.process_tuning import (
+    TEARDOWN_CUT,
     dump_stacks_on_signal,
     end_after,
     exit_after,
@@ -270,7 +271,7 @@ def exit_if_stuck(seconds: float, code: int) -> threading.Timer:
     when peers leave the graph while a node tears down, as at every run's end
     (see ros2/rmw_fastrtps#890 and eProsima/Fast-DDS#6193)."""
     def _say() -> None:
-        print(f"teardown did not finish within {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
+        print(f"{TEARDOWN_CUT} {seconds:g} s: exiting without it", file=sys.stderr, flush=True)
 
     end_after(seconds + BACKSTOP_S)
     return exit_after(seconds, code, _say)

@@ -39,15 +39,16 @@ if any(f"simforge_ros.nodes.{{name}}" in sys.orig_argv for name in {nodes!r}):
     sys.path.insert(0, {helpers!r})
     from hold_lock import hold_interpreter_lock
     import simforge_ros.nodes.common as common
-    common.close_nodes = lambda executor, nodes: hold_interpreter_lock()
+    common.close_nodes = lambda executor, nodes: {hang}
 """
 
 
-def _hang_in_teardown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *nodes: str) -> None:
+def _hang_in_teardown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *nodes: str,
+                      hang: str = "hold_interpreter_lock()") -> None:
     site = tmp_path / "site"
     site.mkdir()
     helpers = str(Path(__file__).resolve().parent.parent)  # test/, where hold_lock.py is
-    (site / "sitecustomize.py").write_text(_HANG_IN_TEARDOWN.format(nodes=nodes, helpers=helpers))
+    (site / "sitecustomize.py").write_text(_HANG_IN_TEARDOWN.format(nodes=nodes, helpers=helpers, hang=hang))
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
@@ -64,6 +65,20 @@ def test_nodes_whose_teardown_hangs_holding_the_interpreter_lock_leave_and_the_r
         assert lines[-1] == (f"simforge run: {node}'s teardown hung after its work was done, holding Python's "
                              "interpreter lock; its watchdog ended it (SIGALRM); the stacks above show where it was")
         assert any("in hold_interpreter_lock" in line for line in lines)  # where it was
+    # counted, and said: `simforge run` prints each note on stderr
+    assert sorted(note.split("'")[0] for note in result.notes) == sorted(nodes)
+    assert all("ROS teardown hung after the run, holding the interpreter lock, and its watchdog ended it" in note
+               for note in result.notes)
+
+
+def test_a_teardown_that_hangs_in_python_is_ended_by_its_timer_and_noted(tmp_path, monkeypatch):
+    _hang_in_teardown(tmp_path, monkeypatch, "driver", hang="__import__('time').sleep(60)")
+    result = lockstep(tmp_path / "runs", steps=12, layout="processes", sets={"sim_bridge": {"cameras": []}})
+    assert (result.status, result.exit_code) == ("counted", 0)
+    log = Path(result.run_dir) / "logs" / "driver.log"
+    assert log.read_text().splitlines()[-1] == "teardown did not finish within 3 s: exiting without it"
+    assert result.notes == (f"driver's ROS teardown did not finish in time after the run, and its watchdog ended it "
+                            f"(see {log})",)
 
 
 def test_a_refused_run_whose_clock_master_hangs_in_teardown_keeps_its_refusal(tmp_path, monkeypatch):
