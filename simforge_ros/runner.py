@@ -521,8 +521,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         _stop_all(procs)
         for handle in handles:
             handle.close()
-    _note_teardown_watchdog(procs, logs)
-    notes = _cut_short(procs, logs)
+    notes = _teardowns_cut_short(procs, logs)
     outcome = read_outcome(logs / "clock_master.log")
     clock_code = procs["clock_master"].returncode
     if clock_code == -TEARDOWN_SIGNAL and outcome is not None:
@@ -542,14 +541,21 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     return _refuse_unclean(spec, result, unclean) if unclean else result
 
 
-def _cut_short(procs: Mapping[str, subprocess.Popen[bytes]], logs: Path) -> tuple[str, ...]:
+def _teardowns_cut_short(procs: Mapping[str, subprocess.Popen[bytes]], logs: Path) -> tuple[str, ...]:
     """A note for each node whose ROS teardown its watchdog had to cut short (the run
     counts all the same: its results were out): rare, an rclpy/Fast DDS fault, and worth
-    knowing about when it comes back."""
+    knowing about when it comes back.
+
+    One ended by TEARDOWN_SIGNAL also gets a last line in its log saying so: its stacks
+    are the lines before, written by a handler that could run no Python to say why."""
     notes = []
     for name, proc in procs.items():
         log = logs / f"{name}.log"
         if proc.returncode == -TEARDOWN_SIGNAL:
+            with contextlib.suppress(OSError), log.open("a", encoding="utf-8") as handle:
+                handle.write(f"simforge run: {name}'s teardown hung after its work was done, holding Python's "
+                             f"interpreter lock; its watchdog ended it ({TEARDOWN_SIGNAL.name}); the stacks above "
+                             "show where it was\n")
             notes.append(f"{name}'s ROS teardown hung after the run, holding the interpreter lock, and its watchdog "
                          f"ended it (where it was: {log})")
             continue
@@ -576,20 +582,6 @@ def _unclean_exits(procs: Mapping[str, subprocess.Popen[bytes]], lingering: set[
         elif proc.returncode not in (0, -TEARDOWN_SIGNAL):
             unclean.append(f"{name} exited with {_exit_status(proc.returncode)} after the run ended (see {log})")
     return unclean
-
-
-def _note_teardown_watchdog(procs: Mapping[str, subprocess.Popen[bytes]], logs: Path) -> None:
-    """Say, in the log of each node that ended by TEARDOWN_SIGNAL, what ended it: its
-    results were out, its ROS teardown hung with the interpreter lock held, and its
-    watchdog (nodes.common.exit_if_stuck) ended it. Its stacks are the lines before: the
-    handler that wrote them could run no Python to say why. Such an exit is as clean as
-    exit_if_stuck's own (exit status 0): the run counts."""
-    for name, proc in procs.items():
-        if proc.returncode == -TEARDOWN_SIGNAL:
-            with contextlib.suppress(OSError), (logs / f"{name}.log").open("a", encoding="utf-8") as log:
-                log.write(f"simforge run: {name}'s teardown hung after its work was done, holding Python's "
-                          f"interpreter lock; its watchdog ended it ({TEARDOWN_SIGNAL.name}); the stacks above "
-                          "show where it was\n")
 
 
 # What a node prints only when something broke that no refusal named: a Python traceback
