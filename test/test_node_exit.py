@@ -25,16 +25,19 @@ def test_exit_if_stuck_does_not_hold_a_process_that_finishes():
     assert done.returncode == 0 and done.stdout.strip() == "done"
 
 
+def _stuck(body: str) -> subprocess.CompletedProcess[str]:
+    """Run ``body`` in a fresh interpreter, hold_interpreter_lock (test/hold_lock.py) at hand."""
+    script = (f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+              f"from hold_lock import hold_interpreter_lock\n{body}")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+
 
 def test_a_teardown_stuck_holding_the_interpreter_lock_still_ends_with_its_stacks():
     # as rclpy's EventsExecutor.shutdown was seen to: in C++, the lock held, so that
     # exit_if_stuck's timer thread (Python) never runs; its kernel timer ends the process
-    script = (f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-              "from hold_lock import hold_interpreter_lock\n"
-              "from simforge_ros.nodes.common import exit_if_stuck\n"
-              "exit_if_stuck(0.3, 7)\nhold_interpreter_lock()\n")
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    done = _stuck("from simforge_ros.nodes.common import exit_if_stuck\nexit_if_stuck(0.3, 7)\n"
+                  "hold_interpreter_lock()\n")
     assert done.returncode == -signal.SIGALRM
     assert time.monotonic() - t0 < 20
     assert "teardown did not finish" not in done.stderr  # the Python timer never ran
@@ -42,14 +45,10 @@ def test_a_teardown_stuck_holding_the_interpreter_lock_still_ends_with_its_stack
     assert "in wait" in done.stderr  # the timer thread, waiting for the lock
 
 
-
 def test_a_stretch_watched_by_ended_if_stuck_that_hangs_ends_the_process_with_its_stacks():
     # the single layout's teardown, in the process that ran the run
-    script = (f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-              "from hold_lock import hold_interpreter_lock\n"
-              "from simforge_ros.process_tuning import ended_if_stuck\n"
-              "with ended_if_stuck(0.3):\n    hold_interpreter_lock()\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    done = _stuck("from simforge_ros.process_tuning import ended_if_stuck\n"
+                  "with ended_if_stuck(0.3):\n    hold_interpreter_lock()\n")
     assert done.returncode == -signal.SIGALRM
     assert "in hold_interpreter_lock" in done.stderr
 

@@ -31,6 +31,8 @@ def _at_exit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: str, action:
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
+_HELPERS = str(Path(__file__).resolve().parent.parent)  # test/, where hold_lock.py is
+
 # in each node process named, its teardown (close_nodes) hangs as rclpy's was seen to: in C,
 # the interpreter lock held, so that exit_if_stuck's timer thread never runs
 _HANG_IN_TEARDOWN = """\
@@ -47,8 +49,7 @@ def _hang_in_teardown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *nodes: s
                       hang: str = "hold_interpreter_lock()") -> None:
     site = tmp_path / "site"
     site.mkdir()
-    helpers = str(Path(__file__).resolve().parent.parent)  # test/, where hold_lock.py is
-    (site / "sitecustomize.py").write_text(_HANG_IN_TEARDOWN.format(nodes=nodes, helpers=helpers, hang=hang))
+    (site / "sitecustomize.py").write_text(_HANG_IN_TEARDOWN.format(nodes=nodes, helpers=_HELPERS, hang=hang))
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
@@ -106,8 +107,7 @@ def test_a_single_run_whose_teardown_hangs_ends_its_process_instead_of_hanging_f
     """The nodes' threads are `simforge run`'s own there: nothing else could end it."""
     site = tmp_path / "site"
     site.mkdir()
-    helpers = str(Path(__file__).resolve().parent.parent)
-    (site / "sitecustomize.py").write_text(_HANG_IN_SINGLE_TEARDOWN.format(helpers=helpers))
+    (site / "sitecustomize.py").write_text(_HANG_IN_SINGLE_TEARDOWN.format(helpers=_HELPERS))
     exe = Path(sys.executable).with_name("simforge")
     out = tmp_path / "runs"
     done = subprocess.run([str(exe), "run", "right_turn", "--layout", "single", "--steps", "5", "--out", str(out)],
