@@ -34,7 +34,7 @@ from typing import Any, cast
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, user_domain
-from simforge_ros.process_tuning import exit_after, tune_process
+from simforge_ros.process_tuning import ended_if_stuck, exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
 DEADLINE_QUICK_S = 600.0  # --quick takes about 1 minute (issue 7: under 2)
@@ -99,6 +99,9 @@ def machine() -> dict[str, Any]:
 
 
 _SECTION = ["start"]  # what the bench is measuring now (the watchdog names it)
+# Wall clock: how long after its deadline a bench whose watchdog thread could not run (the
+# interpreter lock held by a hang) is ended by the kernel's timer instead (Watchdog).
+_BACKSTOP_S = 10.0
 
 
 def _log(message: str) -> None:
@@ -180,14 +183,20 @@ class Watchdog:
     def __init__(self, deadline_s: float) -> None:
         self.deadline_s = deadline_s
         self._timer: threading.Timer | None = None
+        self._backstop = contextlib.ExitStack()
 
     def __enter__(self) -> Watchdog:
         self._timer = exit_after(self.deadline_s, EXIT_FAILURE, self._last_words)
+        # the timer is a Python thread: a hang that holds the interpreter lock (seen in
+        # rclpy's teardown) keeps it from running; the kernel's timer then ends the bench
+        # (SIGALRM, every stack on stderr; the node processes left leave when they see it gone)
+        self._backstop.enter_context(ended_if_stuck(self.deadline_s + _BACKSTOP_S))
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._backstop.close()
 
     def stop_on_signals(self) -> None:
         """Ctrl-C, SIGTERM or SIGHUP end the whole bench as the deadline does: every

@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 M_TRIM_THRESHOLD = -1  # glibc <malloc.h>
 M_MMAP_THRESHOLD = -3
@@ -92,6 +93,9 @@ TEARDOWN_SIGNAL = signal.SIGALRM
 its exit status is -TEARDOWN_SIGNAL, which `simforge run` reads as that and nothing else."""
 
 
+_ARMED = [False]  # end_after's handler is in place: a watch nested in a longer one keeps it
+
+
 def end_after(seconds: float) -> None:
     """End this process by TEARDOWN_SIGNAL after ``seconds``, every thread's Python stack
     written to stderr first.
@@ -104,17 +108,30 @@ def end_after(seconds: float) -> None:
     which ends the process."""
     import faulthandler
 
-    signal.signal(TEARDOWN_SIGNAL, signal.SIG_DFL)  # what faulthandler's handler chains to
-    faulthandler.register(TEARDOWN_SIGNAL, file=sys.stderr, all_threads=True, chain=True)
+    if not _ARMED[0]:  # armed already (a watch nested in a longer one): its handler stays
+        signal.signal(TEARDOWN_SIGNAL, signal.SIG_DFL)  # what faulthandler's handler chains to
+        faulthandler.register(TEARDOWN_SIGNAL, file=_stderr_with_fd(), all_threads=True, chain=True)
+        _ARMED[0] = True
     signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
+def _stderr_with_fd() -> Any:
+    """sys.stderr, or the process's own where it was replaced by an object with no file
+    descriptor (a test's capture), which faulthandler cannot write to."""
+    try:
+        sys.stderr.fileno()
+        return sys.stderr
+    except (AttributeError, OSError, ValueError):
+        return sys.__stderr__
 
 
 @contextlib.contextmanager
 def ended_if_stuck(seconds: float) -> Iterator[None]:
     """end_after for a stretch of a process that goes on after it (the `single` layout's
-    teardown, in the process that ran the run): past ``seconds`` the process ends with its
-    stacks written, instead of hanging for good; done in time, the timer is disarmed and
-    the signal's handling (and any interval timer of the caller's own) put back. Outside
+    teardown, in the process that ran the run; a whole bench): past ``seconds`` the
+    process ends with its stacks written, instead of hanging for good; done in time, the
+    timer is disarmed and what was there before put back: the signal's handling and any
+    interval timer of the caller's own, or the longer watch this one is nested in. Outside
     the main thread, where no signal handler can be set, it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -122,6 +139,7 @@ def ended_if_stuck(seconds: float) -> Iterator[None]:
     import faulthandler
 
     previous = signal.getsignal(TEARDOWN_SIGNAL)
+    outer = _ARMED[0]
     earlier_delay, earlier_interval = signal.getitimer(signal.ITIMER_REAL)
     start = time.monotonic()
     end_after(seconds)
@@ -129,8 +147,10 @@ def ended_if_stuck(seconds: float) -> Iterator[None]:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        faulthandler.unregister(TEARDOWN_SIGNAL)
-        signal.signal(TEARDOWN_SIGNAL, previous if previous is not None else signal.SIG_DFL)
+        if not outer:
+            faulthandler.unregister(TEARDOWN_SIGNAL)
+            signal.signal(TEARDOWN_SIGNAL, previous if previous is not None else signal.SIG_DFL)
+            _ARMED[0] = False
         if earlier_delay > 0:
             signal.setitimer(signal.ITIMER_REAL, max(earlier_delay - (time.monotonic() - start), 1e-6),
                              earlier_interval)

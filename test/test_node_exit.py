@@ -53,6 +53,24 @@ def test_a_stretch_watched_by_ended_if_stuck_that_hangs_ends_the_process_with_it
     assert "in hold_interpreter_lock" in done.stderr
 
 
+def test_a_watch_nested_in_a_longer_one_leaves_the_longer_one_armed_with_its_stacks():
+    # a single run's teardown inside a bench: the bench's own watch still ends a later hang
+    done = _stuck("from simforge_ros.process_tuning import ended_if_stuck\n"
+                  "with ended_if_stuck(0.5):\n"
+                  "    with ended_if_stuck(30):\n        pass\n"
+                  "    hold_interpreter_lock()\n")
+    assert done.returncode == -signal.SIGALRM
+    assert "in hold_interpreter_lock" in done.stderr
+
+
+def test_a_bench_that_hangs_holding_the_interpreter_lock_still_ends():
+    # its watchdog thread cannot run then: the kernel's timer ends it, past the deadline
+    done = _stuck("from simforge_ros import bench\nbench._BACKSTOP_S = 0.2\n"
+                  "with bench.Watchdog(0.3):\n    hold_interpreter_lock()\n")
+    assert done.returncode == -signal.SIGALRM
+    assert "in hold_interpreter_lock" in done.stderr and "bench_timeout" not in done.stderr
+
+
 def test_a_stretch_done_in_time_leaves_the_signal_and_the_callers_own_timer_as_they_were():
     from simforge_ros.process_tuning import ended_if_stuck
 
