@@ -9,6 +9,7 @@ the problem, instead of a traceback from deep inside a tool. The bag is not open
 from __future__ import annotations
 
 import json
+import os
 import re
 from array import array
 from collections.abc import Iterator, Mapping, Sequence
@@ -177,6 +178,12 @@ def _load_run(path: Path) -> RunDir:
     if not (path / MANIFEST).exists() and _made_without_record(path):
         raise RunDirError(path / MANIFEST, "missing: the run was made with clock_master.record: false, so "
                                            "nothing of it was recorded (its params.yaml says so)")
+    if not (path / MANIFEST).exists() and not (path / STEPS).exists():
+        inside = _runs_inside(path)
+        if inside:
+            more = f" ({len(inside)} of them)" if len(inside) > 1 else ""
+            raise RunDirError(path / MANIFEST, f"missing: {path} holds run directories, it is not one; "
+                                               f"name one of them{more}, such as {inside[0]}")
     manifest = read_manifest(path / MANIFEST)
     steps = step_records_of(path / STEPS)
     if len(steps) != manifest["steps"]:
@@ -192,6 +199,18 @@ def layout_of(run: RunDir) -> str:
     pids = {(node.get("process") or {}).get("pid") for node in (run.manifest.get("nodes") or {}).values()
             if isinstance(node, dict)}
     return "single" if len(pids) == 1 and None not in pids else "processes"
+
+
+def _runs_inside(path: Path) -> list[Path]:
+    """The run directories right inside ``path`` (where `simforge run --out` puts them),
+    sorted by name: a user who names the directory of runs is told to name one."""
+    try:
+        with os.scandir(path) as entries:
+            found = [Path(e.path) for e in entries
+                     if e.is_dir() and (Path(e.path) / MANIFEST).is_file()]
+    except OSError:
+        return []
+    return sorted(found)
 
 
 def _made_without_record(path: Path) -> bool:

@@ -74,6 +74,21 @@ def test_missing_manifest(make_run: MakeRun) -> None:
         assert error_of(run) == f"{run / 'manifest.json'}: missing"
 
 
+def test_a_directory_of_runs_is_told_to_name_one(make_run: MakeRun, tmp_path: Path) -> None:
+    run = make_run()
+    parent = run.parent
+    assert error_of(parent) == (f"{parent / 'manifest.json'}: missing: {parent} holds run directories, it is not "
+                                f"one; name one of them, such as {run}")
+    second = parent / "b-second"
+    second.mkdir()
+    (second / "manifest.json").write_text("{}")
+    (parent / "zz-no-manifest").mkdir()
+    assert error_of(parent).endswith(f"name one of them (2 of them), such as {sorted([run, second])[0]}")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert error_of(empty) == f"{empty / 'manifest.json'}: missing"
+
+
 def test_truncated_manifest(make_run: MakeRun) -> None:
     run = make_run()
     text = (run / "manifest.json").read_text()
