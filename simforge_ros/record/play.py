@@ -32,7 +32,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Simf
 from simforge_ros.isolation import check_rmw, hold_domain, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
-from simforge_ros.record.rundir import load_run
+from simforge_ros.record.rundir import RunDir, load_run
 from simforge_ros.record.verify import verify_run
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
@@ -44,6 +44,39 @@ _SLEEP_SLICE_S = 0.05  # wall clock: the longest single sleep, so Ctrl-C is hear
 
 class PlayError(SimforgeError):
     """A run that cannot be played: a type not installed here, a topic not in the bag."""
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The steps to play, ``first`` to ``last`` inclusive (None: to the run's end): the
+    messages logged from t(first) up to t(last + 1), as the run's diff and refusals name steps."""
+
+    first: int = 0
+    last: int | None = None
+
+    def window_ns(self, decision_us: int) -> tuple[int, int | None]:
+        """[start, stop) of the log times these steps' messages have, in ns."""
+        stop = None if self.last is None else (self.last + 1) * decision_us * 1000
+        return self.first * decision_us * 1000, stop
+
+
+def chosen_steps(run: RunDir, first: int | None, last: int | None) -> Steps:
+    """--from-step / --to-step checked against the run: each a step it recorded (a refused
+    run's bag may also hold its refused step's /clock and state).
+
+    Raises:
+        PlayError: a step the run does not have, or --to-step before --from-step.
+    """
+    refusal = run.manifest.get("refusal") or {}
+    refused_at = refusal.get("step") if isinstance(refusal, dict) else None
+    final = max(int(run.manifest["steps"]) - 1, refused_at if isinstance(refused_at, int) else -1)
+    for option, step in (("--from-step", first), ("--to-step", last)):
+        if step is not None and step > final:
+            have = f"steps 0 to {final}" if final >= 0 else "no step"
+            raise PlayError(f"{option}: expected a step of this run ({have}), got {step}")
+    if first is not None and last is not None and last < first:
+        raise PlayError(f"--to-step: expected a step at or after --from-step {first}, got {last}")
+    return Steps(first or 0, last)
 
 
 @dataclass(frozen=True)
@@ -129,6 +162,7 @@ class Player:
         from simforge_ros.nodes.common import LATCHED_QOS, RECORD_QOS
 
         classes = {topic: message_class(type_name) for topic, type_name in chosen.items()}
+        self.latched = latched
         self.node = Node("simforge_player", context=context)
         self.publishers = {
             topic: self.node.create_publisher(cls, topic, LATCHED_QOS if topic in latched else RECORD_QOS)
@@ -146,35 +180,43 @@ class Player:
                 time.sleep(0.01)
         return waiting
 
-    def play(self, bag: Path, rate: float) -> Played:
-        """Publish every chosen message in log-time order, paced by ``rate``.
+    def play(self, bag: Path, rate: float, window_ns: tuple[int, int | None] = (0, None)) -> Played:
+        """Publish every chosen message logged in ``window_ns`` ([start, stop) ns) in
+        log-time order, paced by ``rate``. A latched topic's messages from before the start
+        go out first, unpaced: a reader that joins a live run gets them too (/tf_static).
 
         Raises:
             BagError: a message cannot be decoded (nothing of it is published).
             PlayError: a publish failed (a reliable reader that takes nothing).
         """
-        from rclpy._rclpy_pybind11 import RCLError
-
+        start_ns, stop_ns = window_ns
         counts = {topic: 0 for topic in self.publishers}
+        if start_ns > 0:
+            for item in read_bag(bag, [t for t in self.publishers if t in self.latched], stop_ns=start_ns):
+                self._publish(item.topic, item.raw)
+                counts[item.topic] += 1
         t0_ns: int | None = None
         last_ns = 0
         wall_start = time.monotonic()
-        for item in read_bag(bag):  # each message decodes before it is published
-            publisher = self.publishers.get(item.topic)
-            if publisher is None:
-                continue
+        # each message decodes before it is published
+        for item in read_bag(bag, list(self.publishers), start_ns=start_ns or None, stop_ns=stop_ns):
             t0_ns = item.t_ns if t0_ns is None else t0_ns
             last_ns = item.t_ns
             while (left := wall_start + wall_offset_s(item.t_ns, t0_ns, rate) - time.monotonic()) > 0:
                 time.sleep(min(left, _SLEEP_SLICE_S))
-            try:
-                publisher.publish(item.raw)
-            except RCLError as err:
-                raise PlayError(f"publishing on {item.topic} failed ({err}); a reliable reader is not "
-                                "taking messages") from None
+            self._publish(item.topic, item.raw)
             counts[item.topic] += 1
         self._wait_acked()
         return Played(counts, last_ns - (t0_ns if t0_ns is not None else last_ns))
+
+    def _publish(self, topic: str, raw: bytes) -> None:
+        from rclpy._rclpy_pybind11 import RCLError
+
+        try:
+            self.publishers[topic].publish(raw)
+        except RCLError as err:
+            raise PlayError(f"publishing on {topic} failed ({err}); a reliable reader is not "
+                            "taking messages") from None
 
     def _wait_acked(self) -> None:
         """Let reliable readers have the last messages before the node goes away."""
@@ -201,6 +243,17 @@ def _non_negative(expected: str) -> Callable[[str], float]:
     return convert
 
 
+def _step(text: str) -> int:
+    """An argparse type: a step number, an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a step, an integer >= 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="simforge play",
@@ -217,6 +270,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="start once this topic has a reader (repeatable)")
     parser.add_argument("--wait-s", type=_non_negative("seconds >= 0"), default=30.0,
                         help="how long to wait for those readers, in seconds (default 30)")
+    parser.add_argument("--from-step", type=_step, default=None, metavar="K",
+                        help="start at step K's messages (default 0), as `simforge diff` and a refusal name steps; "
+                             "the latched topics' earlier messages (/tf_static) go out first")
+    parser.add_argument("--to-step", type=_step, default=None, metavar="K",
+                        help="end with step K's messages (default: the run's last step)")
     parser.add_argument("--verify", action="store_true",
                         help="first check the bag against the run's digests, as `simforge verify` does, and play "
                              "nothing if they differ (exit 1)")
@@ -234,6 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = load_run(args.run)
         chosen = choose_topics(bag_topics(run.bag_path), args.topic)
         latched = latched_topics(run.bag_path)
+        steps = chosen_steps(run, args.from_step, args.to_step)
         for topic in args.wait_for_reader:
             if topic not in chosen:
                 raise PlayError(f"--wait-for-reader {topic}: not a played topic; played: {', '.join(sorted(chosen))}")
@@ -261,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("play", err)
         return EXIT_USAGE
     with held:
-        return _play(run.bag_path, chosen, latched, args)
+        return _play(run.bag_path, chosen, latched, steps.window_ns(run.decision_us), args)
 
 
 # config/fastdds_play.xml: Fast DDS's writers heartbeat every 3 s, and a reader acknowledges
@@ -271,7 +330,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 PLAY_PROFILE = "fastdds_play.xml"
 
 
-def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argparse.Namespace) -> int:
+def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns: tuple[int, int | None],
+          args: argparse.Namespace) -> int:
     import rclpy
 
     from simforge_ros.runner import use_fastdds_profile
@@ -286,7 +346,7 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], args: argp
             print(f"simforge play: no reader on {', '.join(absent)} within {args.wait_s:g} s", file=sys.stderr)
             return EXIT_FAILURE
         wall_start = time.monotonic()
-        played = player.play(bag, args.rate)
+        played = player.play(bag, args.rate, window_ns)
     except KeyboardInterrupt:
         print("simforge play: interrupted", file=sys.stderr)
         return EXIT_FAILURE

@@ -72,12 +72,33 @@ def test_message_types_resolve_to_the_installed_classes() -> None:
         message_class("acme_msgs/msg/Radar")
 
 
+def test_a_span_of_steps_is_the_log_times_of_those_steps(make_run: MakeRun) -> None:
+    from simforge_ros.record.play import Steps, chosen_steps
+    from simforge_ros.record.rundir import load_run
+
+    counted = load_run(make_run("a"))  # 60 steps of 50 ms
+    assert chosen_steps(counted, None, None) == Steps(0, None)
+    assert chosen_steps(counted, 59, 59) == Steps(59, 59)
+    assert Steps(12, 15).window_ns(50_000) == (600_000_000, 800_000_000)
+    assert Steps(3).window_ns(50_000) == (150_000_000, None)
+    refused = load_run(make_run("b", refuse_at=10))  # steps 0-9 recorded; the bag may hold step 10's /clock
+    assert chosen_steps(refused, 10, None) == Steps(10, None)
+    with pytest.raises(PlayError, match=r"^--from-step: expected a step of this run \(steps 0 to 10\), got 11$"):
+        chosen_steps(refused, 11, None)
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
         (["{missing}"], "no such run directory"),
         (["{run}", "--rate", "-1"], "argument --rate: expected a number >= 0"),
         (["{run}", "--rate", "fast"], "argument --rate: expected a number >= 0"),
+        (["{run}", "--from-step", "-1"], "argument --from-step: expected a step, an integer >= 0, got '-1'"),
+        (["{run}", "--to-step", "x"], "argument --to-step: expected a step, an integer >= 0, got 'x'"),
+        (["{run}", "--from-step", "60"], "--from-step: expected a step of this run (steps 0 to 59), got 60"),
+        (["{run}", "--to-step", "60"], "--to-step: expected a step of this run (steps 0 to 59), got 60"),
+        (["{run}", "--from-step", "9", "--to-step", "8"],
+         "--to-step: expected a step at or after --from-step 9, got 8"),
         (["{run}", "--wait-s", "nan"], "argument --wait-s: expected seconds >= 0"),
         (["{run}", "--topic", "/nope"], "--topic /nope: not in this run's bag"),
         (["{run}", "--wait-for-reader", topics.STATUS], f"--wait-for-reader {topics.STATUS}: not a played topic"),

@@ -79,6 +79,58 @@ def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, r
     assert float(found[4]) >= 1.9 / RATE
 
 
+def test_a_span_of_steps_is_played_with_the_latched_messages_before_it(tmp_path, ros_lease):
+    """--from-step 12 --to-step 15: the messages of steps 12 to 15, and before them
+    /tf_static (latched, logged at the run's origin), as a reader joining the live run at
+    step 12 would have had it."""
+    from simforge_ros.record.play import latched_topics
+
+    run = lockstep(tmp_path / "runs", steps=20, layout="single")  # two cameras: /tf_static at t(0)
+    assert run.status == "counted"
+    bag_dir = Path(run.run_dir) / "bag"
+    decision_ns = 100_000 * 1000
+    start_ns, stop_ns = 12 * decision_ns, 16 * decision_ns
+    latched = latched_topics(bag_dir)
+    assert topics.TF_STATIC in latched
+    bag = [m for m in read_bag(bag_dir) if m.topic not in NOT_PLAYED_BY_DEFAULT]
+    want = [m for m in bag if start_ns <= m.t_ns < stop_ns or (m.topic in latched and m.t_ns < start_ns)]
+    assert {m.t_ns for m in want} == {0, *range(start_ns, stop_ns, decision_ns)}
+    played_topics = sorted({m.topic for m in bag})
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node("span_listener", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        got: list[tuple[str, bytes]] = []
+        types = {m.topic: m.msgtype for m in bag}
+        for topic in played_topics:
+            node.create_subscription(message_class(types[topic]), topic,
+                                     lambda raw, t=topic: got.append((t, raw)), RECORD_QOS, raw=True)
+        waits = [arg for t in played_topics for arg in ("--wait-for-reader", t)]
+        exe = Path(sys.executable).with_name("simforge")
+        player = subprocess.Popen([str(exe), "play", run.run_dir, "--rate", "0", "--from-step", "12",
+                                   "--to-step", "15", *waits],
+                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while player.poll() is None or len(got) < len(want):
+            assert time.monotonic() < deadline, len(got)
+            executor.spin_once(timeout_sec=0.05)
+        out, err = player.communicate()
+        for _ in range(10):  # nothing more comes
+            executor.spin_once(timeout_sec=0.02)
+    finally:
+        rclpy.shutdown(context=context)
+    assert player.returncode == 0, err
+    assert len(got) == len(want)
+    for topic in played_topics:
+        recorded = [m.raw for m in want if m.topic == topic]
+        received = [raw for t, raw in got if t == topic]
+        assert [r[:len(w)] for r, w in zip(received, recorded, strict=True)] == recorded, topic
+    assert out.startswith(f"played {len(want)} messages on {len(played_topics)} topics: 0.3 s of simulation time")
+
+
 def test_a_reader_that_never_comes_is_named(tmp_path, ros_lease):
     run = lockstep(tmp_path / "runs", steps=3, layout="single")
     exe = Path(sys.executable).with_name("simforge")
