@@ -179,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_REPLAY_BEFORE = 10
+"""Steps before the first difference the suggested `simforge play` starts at: a second at the
+default 100 ms step, for a viewer to have the scene before it."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when identical, 1 when different, 2 on bad input, refusal or bad usage."""
     args = parse(build_parser(), argv)
@@ -203,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             # stderr: stdout stays the one line (two, with setup differences) scripts read
             print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
                   f"simforge rerun {shlex.quote(str(args.run_b))} --hold-at-step {result.step}", file=sys.stderr)
+            print(f"simforge diff: or replay what it recorded up to there: simforge play "
+                  f"{shlex.quote(str(args.run_b))} --from-step {max(0, result.step - _REPLAY_BEFORE)} "
+                  f"--to-step {result.step}", file=sys.stderr)
     return 0 if result.identical else EXIT_FAILURE
 
 

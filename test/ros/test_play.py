@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,41 @@ pytestmark = pytest.mark.ros
 RATE = 20.0  # simulation seconds per wall second
 
 
+def _play_to_readers(ros_lease, run_dir: str, bag: list, count: int, play_args: list[str],
+                     also: Callable[[Node], object] = lambda node: None) -> tuple[list[tuple[str, bytes]], str]:
+    """Play ``run_dir`` with ``play_args`` to raw readers, in this process, of every topic of
+    ``bag`` (``also`` may add readers of its own to their node) until ``count`` messages
+    came and the player ended; (topic, bytes) in the order received, and its stdout."""
+    played_topics = sorted({m.topic for m in bag})
+    types = {m.topic: m.msgtype for m in bag}
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node("play_listener", context=context)
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        got: list[tuple[str, bytes]] = []
+        for topic in played_topics:
+            node.create_subscription(message_class(types[topic]), topic,
+                                     lambda raw, t=topic: got.append((t, raw)), RECORD_QOS, raw=True)
+        also(node)
+        waits = [arg for t in played_topics for arg in ("--wait-for-reader", t)]
+        exe = Path(sys.executable).with_name("simforge")
+        player = subprocess.Popen([str(exe), "play", run_dir, *play_args, *waits],
+                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while player.poll() is None or len(got) < count:
+            assert time.monotonic() < deadline, len(got)
+            executor.spin_once(timeout_sec=0.05)
+        out, err = player.communicate()
+        for _ in range(10):  # and nothing more comes
+            executor.spin_once(timeout_sec=0.02)
+    finally:
+        rclpy.shutdown(context=context)
+    assert player.returncode == 0, err
+    return got, out
+
+
 def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, ros_lease):
     run = lockstep(tmp_path / "runs", steps=20, layout="single")  # the default rig: two cameras
     assert run.status == "counted"
@@ -35,31 +71,10 @@ def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, r
     front = topics.image_topic("front")
     assert topics.CLOCK in played_topics and front in played_topics
 
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=ros_lease.domain_id)
-    try:
-        node = Node("play_listener", context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        got: dict[str, list[bytes]] = {t: [] for t in played_topics}
-        typed: list[Image] = []
-        types = {m.topic: m.msgtype for m in bag}
-        for topic in played_topics:
-            node.create_subscription(message_class(types[topic]), topic,
-                                     lambda raw, t=topic: got[t].append(raw), RECORD_QOS, raw=True)
-        node.create_subscription(Image, front, typed.append, RECORD_QOS)  # rclpy decodes what was played
-        waits = [arg for t in played_topics for arg in ("--wait-for-reader", t)]
-        exe = Path(sys.executable).with_name("simforge")
-        player = subprocess.Popen([str(exe), "play", run.run_dir, "--rate", str(RATE), *waits],
-                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while player.poll() is None or sum(map(len, got.values())) < len(bag):
-            assert time.monotonic() < deadline, {t: len(v) for t, v in got.items()}
-            executor.spin_once(timeout_sec=0.05)
-        out, err = player.communicate()
-    finally:
-        rclpy.shutdown(context=context)
-    assert player.returncode == 0, err
+    typed: list[Image] = []
+    arrived, out = _play_to_readers(ros_lease, run.run_dir, bag, len(bag), ["--rate", str(RATE)],
+                                    lambda node: node.create_subscription(Image, front, typed.append, RECORD_QOS))
+    got = {topic: [raw for t, raw in arrived if t == topic] for topic in played_topics}
     for topic in played_topics:  # every message, in order: the recorded bytes exactly, which the
         # transport may pad at the end to a multiple of 4 (as it does on a live run's wire)
         want = [m.raw for m in bag if m.topic == topic]
@@ -96,33 +111,8 @@ def test_a_span_of_steps_is_played_with_the_latched_messages_before_it(tmp_path,
     want = [m for m in bag if start_ns <= m.t_ns < stop_ns or (m.topic in latched and m.t_ns < start_ns)]
     assert {m.t_ns for m in want} == {0, *range(start_ns, stop_ns, decision_ns)}
     played_topics = sorted({m.topic for m in bag})
-
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=ros_lease.domain_id)
-    try:
-        node = Node("span_listener", context=context)
-        executor = SingleThreadedExecutor(context=context)
-        executor.add_node(node)
-        got: list[tuple[str, bytes]] = []
-        types = {m.topic: m.msgtype for m in bag}
-        for topic in played_topics:
-            node.create_subscription(message_class(types[topic]), topic,
-                                     lambda raw, t=topic: got.append((t, raw)), RECORD_QOS, raw=True)
-        waits = [arg for t in played_topics for arg in ("--wait-for-reader", t)]
-        exe = Path(sys.executable).with_name("simforge")
-        player = subprocess.Popen([str(exe), "play", run.run_dir, "--rate", "0", "--from-step", "12",
-                                   "--to-step", "15", *waits],
-                                  env=dict(ros_lease.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while player.poll() is None or len(got) < len(want):
-            assert time.monotonic() < deadline, len(got)
-            executor.spin_once(timeout_sec=0.05)
-        out, err = player.communicate()
-        for _ in range(10):  # nothing more comes
-            executor.spin_once(timeout_sec=0.02)
-    finally:
-        rclpy.shutdown(context=context)
-    assert player.returncode == 0, err
+    got, out = _play_to_readers(ros_lease, run.run_dir, bag, len(want),
+                                ["--rate", "0", "--from-step", "12", "--to-step", "15"])
     assert len(got) == len(want)
     for topic in played_topics:
         recorded = [m.raw for m in want if m.topic == topic]

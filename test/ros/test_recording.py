@@ -124,7 +124,9 @@ def test_diff_names_the_step_and_what_differed_first(tmp_path):
     assert len(out.stdout.splitlines()) == 2  # the difference, and the one setup difference (the fault)
     # the way to look at it live, on stderr: the rerun it names holds at that step
     assert out.stderr == (f"simforge diff: to look at step 40 live, rerun the second run held there: "
-                          f"simforge rerun {state.run_dir} --hold-at-step 40\n")
+                          f"simforge rerun {state.run_dir} --hold-at-step 40\n"
+                          f"simforge diff: or replay what it recorded up to there: "
+                          f"simforge play {state.run_dir} --from-step 30 --to-step 40\n")
     same_out = simforge("diff", base.run_dir, same.run_dir, cwd=tmp_path)
     assert (same_out.stdout, same_out.stderr) == ("identical (60 steps)\n", "")
     # how the runs were set up differently: only the injected fault, though ids, directories,
