@@ -43,6 +43,27 @@ def out_dir_problem(text: str) -> str | None:
     return None
 
 
+class StepLine:
+    """One progress line on stderr, "LABEL: step K/N", rewritten in place, for a tool that
+    may take minutes (verifying or playing a long camera run); nothing when ``shown`` is
+    false (stderr not a terminal: a script's or a test's output stays its own lines)."""
+
+    def __init__(self, label: str, shown: bool) -> None:
+        self.label, self.shown = label, shown
+        self._last: int | None = None
+
+    def __call__(self, k: int, total: int) -> None:
+        if self.shown and k != self._last:
+            self._last = k
+            print(f"\r{self.label}: step {k}/{total}", end="", file=sys.stderr, flush=True)
+
+    def clear(self) -> None:
+        """Take the line away, before anything else is said."""
+        if self.shown and self._last is not None:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+        self._last = None
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 

@@ -34,7 +34,7 @@ from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import RunDir, load_run
 from simforge_ros.record.verify import verify_run
-from simforge_ros.tools import parse, say, stop_on_sigterm
+from simforge_ros.tools import StepLine, parse, say, stop_on_sigterm
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
@@ -60,6 +60,14 @@ class Steps:
         return self.first * decision_us * 1000, stop
 
 
+def last_step(run: RunDir) -> int:
+    """The last step whose messages the run's bag may hold (-1: none): its last recorded
+    step, or the step it was refused at."""
+    refusal = run.manifest.get("refusal") or {}
+    refused_at = refusal.get("step") if isinstance(refusal, dict) else None
+    return max(int(run.manifest["steps"]) - 1, refused_at if isinstance(refused_at, int) else -1)
+
+
 def chosen_steps(run: RunDir, first: int | None, last: int | None) -> Steps:
     """--from-step / --to-step checked against the run: each a step it recorded (a refused
     run's bag may also hold its refused step's /clock and state).
@@ -67,9 +75,7 @@ def chosen_steps(run: RunDir, first: int | None, last: int | None) -> Steps:
     Raises:
         PlayError: a step the run does not have, or --to-step before --from-step.
     """
-    refusal = run.manifest.get("refusal") or {}
-    refused_at = refusal.get("step") if isinstance(refusal, dict) else None
-    final = max(int(run.manifest["steps"]) - 1, refused_at if isinstance(refused_at, int) else -1)
+    final = last_step(run)
     for option, step in (("--from-step", first), ("--to-step", last)):
         if step is not None and step > final:
             have = f"steps 0 to {final}" if final >= 0 else "no step"
@@ -180,10 +186,12 @@ class Player:
                 time.sleep(0.01)
         return waiting
 
-    def play(self, bag: Path, rate: float, window_ns: tuple[int, int | None] = (0, None)) -> Played:
+    def play(self, bag: Path, rate: float, window_ns: tuple[int, int | None] = (0, None),
+             progress: Callable[[int], None] | None = None) -> Played:
         """Publish every chosen message logged in ``window_ns`` ([start, stop) ns) in
         log-time order, paced by ``rate``. A latched topic's messages from before the start
         go out first, unpaced: a reader that joins a live run gets them too (/tf_static).
+        ``progress`` is told each paced message's log time before it goes out.
 
         Raises:
             BagError: a message cannot be decoded (nothing of it is published).
@@ -202,6 +210,8 @@ class Player:
         for item in read_bag(bag, list(self.publishers), start_ns=start_ns or None, stop_ns=stop_ns):
             t0_ns = item.t_ns if t0_ns is None else t0_ns
             last_ns = item.t_ns
+            if progress is not None:
+                progress(item.t_ns)
             while (left := wall_start + wall_offset_s(item.t_ns, t0_ns, rate) - time.monotonic()) > 0:
                 time.sleep(min(left, _SLEEP_SLICE_S))
             self._publish(item.topic, item.raw)
@@ -287,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
+    shown = sys.stderr.isatty()  # a progress line: a long run verifies for minutes, plays for longer
+    checked = None
     try:
         check_rmw()
         run = load_run(args.run)
@@ -301,7 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         broken = bag_problem(run.bag_path)  # rosbags would read such a bag wrong, silently
         if broken is not None:
             raise BagError(f"{run.bag_path}: not played: {broken} (`simforge verify` checks the whole run)")
-        checked = verify_run(run.path) if args.verify else None
+        if args.verify:
+            line = StepLine(f"play {run.path}: verify", shown)
+            try:
+                checked = verify_run(run.path, line if shown else None)
+            finally:
+                line.clear()
     except SimforgeError as err:  # RunDirError, BagError, PlayError: one line, never a traceback
         say("play", err)
         return EXIT_USAGE
@@ -319,8 +336,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:  # the domain is another run's: nothing is played
         say("play", err)
         return EXIT_USAGE
+    line = StepLine(f"play {run.path}", shown)
+    step_ns, total = run.decision_us * 1000, steps.last if steps.last is not None else last_step(run)
     with held:
-        return _play(run.bag_path, chosen, latched, steps.window_ns(run.decision_us), args)
+        return _play(run.bag_path, chosen, latched, steps.window_ns(run.decision_us), args,
+                     (lambda t_ns: line(t_ns // step_ns, total)) if shown else None, line.clear)
 
 
 # config/fastdds_play.xml: Fast DDS's writers heartbeat every 3 s, and a reader acknowledges
@@ -331,7 +351,7 @@ PLAY_PROFILE = "fastdds_play.xml"
 
 
 def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns: tuple[int, int | None],
-          args: argparse.Namespace) -> int:
+          args: argparse.Namespace, progress: Callable[[int], None] | None, clear: Callable[[], None]) -> int:
     import rclpy
 
     from simforge_ros.runner import use_fastdds_profile
@@ -346,7 +366,10 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
             print(f"simforge play: no reader on {', '.join(absent)} within {args.wait_s:g} s", file=sys.stderr)
             return EXIT_FAILURE
         wall_start = time.monotonic()
-        played = player.play(bag, args.rate, window_ns)
+        try:
+            played = player.play(bag, args.rate, window_ns, progress)
+        finally:
+            clear()
     except KeyboardInterrupt:
         print("simforge play: interrupted", file=sys.stderr)
         return EXIT_FAILURE

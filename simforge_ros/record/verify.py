@@ -44,7 +44,7 @@ from simforge_ros.record.side_digests import (
     first_difference,
 )
 from simforge_ros.record.sim_time import carried_ns
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import StepLine, parse, say
 
 PART_TOPICS = {
     topics.TIMING: ("timing", "simforge_ros/msg/StepTiming"),
@@ -440,17 +440,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
-    shown = sys.stderr.isatty() and not args.json  # a long camera run takes minutes
-
-    def progress(k: int, total: int) -> None:
-        print(f"\rverify {args.run}: step {k}/{total}", end="", file=sys.stderr, flush=True)
-
+    progress = StepLine(f"verify {args.run}", sys.stderr.isatty() and not args.json)  # a long camera run: minutes
     try:
         try:
-            result = verify_run(args.run, progress if shown else None)
-        finally:  # the progress line goes before anything else is said
-            if shown:
-                print("\r\033[K", end="", file=sys.stderr, flush=True)
+            result = verify_run(args.run, progress if progress.shown else None)
+        finally:
+            progress.clear()
     except SimforgeError as err:  # RunDirError, BagError: one line, never a traceback
         say("verify", err)
         return EXIT_USAGE

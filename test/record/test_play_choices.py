@@ -4,6 +4,7 @@ test/ros/test_play.py plays a real run to a subscriber."""
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,7 +154,7 @@ def test_a_bag_whose_indexes_do_not_match_its_messages_is_not_played(make_run: M
     assert err.endswith("(`simforge verify` checks the whole run)\n") and err.count("\n") == 1
 
 
-def test_play_verify_plays_nothing_of_a_bag_that_differs_from_its_run(make_run: MakeRun, flip_state_byte,
+def test_play_verify_plays_nothing_of_a_bag_that_differs_from_its_run(make_run: MakeRun, flip_state_byte, monkeypatch,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """A bag edited after the run (one byte of step 5's state) decodes as well as any: only
     its digests tell. With --verify, play checks them first and sends nothing."""
@@ -163,3 +164,8 @@ def test_play_verify_plays_nothing_of_a_bag_that_differs_from_its_run(make_run: 
     err = capsys.readouterr().err
     assert err.startswith(f"simforge play: {run}: not played: MISMATCH at step 5: field state.speed_mps: bag ")
     assert err.count("\n") == 1
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # on a terminal: the check's progress, then taken away
+    assert main([str(run), "--verify"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"\rplay {run}: verify: step 0/60\r\033[K"
+                          f"simforge play: {run}: not played: MISMATCH at step 5")

@@ -412,3 +412,19 @@ def test_a_changed_type_hash_is_named(make_run: MakeRun, bag_file_of: Callable[[
     assert result.first_mismatch == {"step": 0, "field": "schema"}, result.detail
     assert result.detail == (f"field schema: the type hash recorded for {topics.STATE} "
                              f"(simforge_ros/msg/VehicleState) is {wrong}, the type's is {right}")
+
+
+def test_verify_shows_its_progress_on_a_terminal_only(make_run: MakeRun, monkeypatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from simforge_ros.record import verify
+
+    run = make_run()  # 60 steps: one report, at step 0
+    assert verify.main([str(run)]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert verify.main([str(run)]) == 0
+    out = capsys.readouterr()
+    assert out.err == f"\rverify {run}: step 0/60\r\033[K"
+    assert out.out.startswith("verified: 60 steps")
