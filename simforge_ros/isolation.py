@@ -173,11 +173,43 @@ def check_rmw() -> None:
                                  f"an RMW installed here: {', '.join(known)} (or unset)", given)
 
 
+DISCOVERY_VAR = "ROS_AUTOMATIC_DISCOVERY_RANGE"
+DISCOVERY_RANGES = ("LOCALHOST", "SUBNET")
+"""What a run's nodes may discover on: LOCALHOST (unset), or SUBNET when the user asks, to
+reach a driver (an ECU) or a viewer on another machine. OFF and SYSTEM_DEFAULT are not
+offered: the first leaves the nodes blind to each other, the second is the middleware's
+guess."""
+
+
+def discovery_range(environ: Mapping[str, str] | None = None) -> str:
+    """The discovery range a run's nodes use, from the user's ROS_AUTOMATIC_DISCOVERY_RANGE:
+    LOCALHOST when unset. SUBNET needs a ROS_DOMAIN_ID of the user's own: a leased domain
+    is free of runs on this machine only, and two machines' runs in one domain answer each
+    other's requests.
+
+    Raises:
+        ConfigError: a range other than DISCOVERY_RANGES, or SUBNET with no ROS_DOMAIN_ID.
+    """
+    from simforge_ros.core.errors import ConfigError
+
+    env = os.environ if environ is None else environ
+    given = env.get(DISCOVERY_VAR, "").strip()
+    if not given:
+        return "LOCALHOST"
+    if given.upper() not in DISCOVERY_RANGES:
+        raise ConfigError.single("environment", DISCOVERY_VAR, "LOCALHOST (the default) or SUBNET (to reach "
+                                 "a driver or a viewer on another machine)", given)
+    if given.upper() == "SUBNET" and not env.get("ROS_DOMAIN_ID", "").strip():
+        raise ConfigError.single("environment", "ROS_DOMAIN_ID", f"a domain of your own with {DISCOVERY_VAR}=SUBNET "
+                                 "(one leased here is free of runs on this machine only)", "unset")
+    return given.upper()
+
+
 def ros_env(domain_id: int, log_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of an isolated ROS process."""
     env = dict(os.environ if base is None else base)
     env["ROS_DOMAIN_ID"] = str(domain_id)
-    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env[DISCOVERY_VAR] = "LOCALHOST"
     env["ROS_LOG_DIR"] = str(log_dir)
     env["ROS_HOME"] = str(log_dir)
     env.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")

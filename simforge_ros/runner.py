@@ -9,6 +9,7 @@ ROS_DOMAIN_ID, localhost discovery and log dir, and leaves no process behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import json
 import os
@@ -39,7 +40,15 @@ from simforge_ros.core.errors import (
     Problem,
 )
 from simforge_ros.core.faults import FaultPlan
-from simforge_ros.isolation import DomainLease, check_rmw, hold_domain, lease_domain, user_domain
+from simforge_ros.isolation import (
+    DISCOVERY_VAR,
+    DomainLease,
+    check_rmw,
+    discovery_range,
+    hold_domain,
+    lease_domain,
+    user_domain,
+)
 from simforge_ros.params import check_frame_wait, validate
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import (
@@ -259,18 +268,20 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             if user := os.environ.get("ROS_DOMAIN_ID", "").strip():
                 held.enter_context(hold_domain(user_domain(user), who))
             check_rmw()
+            discovery = discovery_range()
             if spec.record:
                 _check_room(spec.out_dir, params)
             spec.out_dir.mkdir(parents=True, exist_ok=True)
             params_file = spec.out_dir / PARAMS
             write_params_file(params_file, params)
             lease = held.enter_context(lease_domain(spec.out_dir / "logs"))
+            lease = dataclasses.replace(lease, env={**lease.env, DISCOVERY_VAR: discovery})
             # where to find the run while it runs (`simforge pause --run`): a leased domain is no one's guess
             (spec.out_dir / DOMAIN).write_text(f"{lease.domain_id}\n")
             if not user:  # leased: free of runs in a user's domain too (lease_domain looks); held all the same
                 held.enter_context(hold_domain(lease.domain_id, who))
             if spec.driver == EXTERNAL:
-                _announce_external_driver(params, lease.domain_id)
+                _announce_external_driver(params, lease.domain_id, discovery)
             if hold_at >= 0:
                 _announce_paused(hold_at, lease.domain_id, spec.out_dir)
             elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
@@ -329,19 +340,21 @@ def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
                                  str(out_dir.parent))
 
 
-def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id: int) -> None:
+def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id: int, discovery: str) -> None:
     """Tell the user where the clock master looks for their driver, and for how long."""
     name = "startup_timeout_ms"
     startup_s = params["clock_master"].get(name, spec_of("clock_master", name).default) / 1000
     print(f"simforge: waiting up to {startup_s:g} s for your driver: a {topics.DECIDE_SERVICE} service "
-          f"(simforge_ros/srv/Decide) on ROS_DOMAIN_ID={domain_id}, localhost", file=sys.stderr, flush=True)
+          f"(simforge_ros/srv/Decide) on ROS_DOMAIN_ID={domain_id}, "
+          f"{'localhost' if discovery == 'LOCALHOST' else 'this subnet'}", file=sys.stderr, flush=True)
 
 
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
     from simforge_ros.process_tuning import tune_process
 
-    for key in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
+    for key in ("ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
         os.environ.setdefault(key, lease.env[key])
+    os.environ[DISCOVERY_VAR] = lease.env[DISCOVERY_VAR]  # the range the user asked for, or LOCALHOST
     tune_process()  # what every node process does first (see process_tuning)
     with _thread_deaths() as died:
         result = _step_single(spec, params_file, lease.domain_id, on_step)

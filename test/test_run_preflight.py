@@ -124,6 +124,40 @@ def test_an_rmw_that_is_not_installed_is_a_usage_error_not_rcls_exit_102(tmp_pat
     assert run(_spec(tmp_path, steps=3)) == "started"
 
 
+def test_the_discovery_range_is_localhost_unless_the_user_asks_for_the_subnet(tmp_path, monkeypatch):
+    """A driver (an ECU) or a viewer on another machine needs SUBNET; nothing else is offered,
+    and SUBNET only in a domain of the user's own (a leased one is free on this machine only)."""
+    from simforge_ros.isolation import discovery_range
+
+    var = "ROS_AUTOMATIC_DISCOVERY_RANGE"
+    assert discovery_range({}) == discovery_range({var: " "}) == "LOCALHOST"
+    assert discovery_range({var: "localhost"}) == "LOCALHOST"
+    assert discovery_range({var: "subnet", "ROS_DOMAIN_ID": "42"}) == "SUBNET"
+    for given in ("OFF", "SYSTEM_DEFAULT", "LAN"):
+        with pytest.raises(ConfigError) as err:
+            discovery_range({var: given, "ROS_DOMAIN_ID": "42"})
+        assert str(err.value) == (f"environment: {var}: expected LOCALHOST (the default) or SUBNET (to reach a "
+                                  f"driver or a viewer on another machine), got '{given}'")
+    with pytest.raises(ConfigError) as err:
+        discovery_range({var: "SUBNET"})
+    assert str(err.value) == (f"environment: ROS_DOMAIN_ID: expected a domain of your own with {var}=SUBNET (one "
+                              "leased here is free of runs on this machine only), got 'unset'")
+
+    monkeypatch.setenv(var, "OFF")  # refused before anything is written
+    with pytest.raises(ConfigError, match=f"^environment: {var}: "):
+        run(_spec(tmp_path, steps=3))
+    assert not (tmp_path / "runs").exists()
+    given_to: list[str] = []  # what the nodes' processes would be started with
+    monkeypatch.setattr("simforge_ros.runner._run_processes",
+                        lambda spec, params_file, lease, on_step=None: given_to.append(lease.env[var]))
+    monkeypatch.setenv(var, "subnet")
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(_free_domains(1)[0]))
+    run(_spec(tmp_path, steps=3))
+    monkeypatch.delenv(var)
+    run(_spec(tmp_path, steps=3))
+    assert given_to == ["SUBNET", "LOCALHOST"]
+
+
 def _free_domains(count: int) -> list[int]:
     """``count`` consecutive domain ids nobody leases or runs in now (leases start at 1)."""
     from simforge_ros import isolation

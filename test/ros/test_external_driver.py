@@ -3,9 +3,11 @@ uses nothing of simforge_ros but its interfaces) steps in lockstep in place of o
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,6 +17,7 @@ import pytest
 from runs import lockstep, manifest_of, simforge, steps_of
 
 from simforge_ros.isolation import lease_domain
+from simforge_ros.process_tuning import LAUNCHER_ENV
 
 pytestmark = pytest.mark.ros
 
@@ -55,6 +58,47 @@ def _wait_for_nodes(domain_id: int, name: str, count: int, limit_s: float = 30.0
             time.sleep(0.05)
     finally:
         rclpy.shutdown(context=context)
+
+
+def _discovery_of_nodes(launcher_pid: int, seen: dict[int, str], stop: threading.Event) -> None:
+    """Note the ROS_AUTOMATIC_DISCOVERY_RANGE each node process of ``launcher_pid``'s run
+    was started with, until ``stop``."""
+    tag = f"{LAUNCHER_ENV}={launcher_pid}".encode()
+    while not stop.is_set():
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in seen:
+                continue
+            try:
+                environ = (entry / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone, or not ours
+                continue
+            if tag in environ:
+                found = [v for v in environ if v.startswith(b"ROS_AUTOMATIC_DISCOVERY_RANGE=")]
+                seen[int(entry.name)] = found[0].split(b"=", 1)[1].decode() if found else ""
+        stop.wait(0.02)
+
+
+def test_a_run_asked_for_the_subnet_starts_its_nodes_on_it_and_steps_a_driver_there(tmp_path, monkeypatch, capsys):
+    """ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET, with a ROS_DOMAIN_ID of the user's own, is how a
+    driver on another machine (an ECU) joins a run: every node of the run is started with it,
+    and a driver found through it steps the run in lockstep (here on this machine, the one
+    the subnet has)."""
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        monkeypatch.setenv("ROS_AUTOMATIC_DISCOVERY_RANGE", "SUBNET")
+        seen: dict[int, str] = {}
+        stop = threading.Event()
+        watch = threading.Thread(target=_discovery_of_nodes, args=(os.getpid(), seen, stop), daemon=True)
+        watch.start()
+        try:
+            with external_driver({**lease.env, "ROS_AUTOMATIC_DISCOVERY_RANGE": "SUBNET"}, tmp_path / "driver.log"):
+                result = lockstep(tmp_path, steps=20, layout="processes", driver="external")
+        finally:
+            stop.set()
+            watch.join()
+    assert result.status == "counted", (result.refusal, (tmp_path / "driver.log").read_text())
+    assert len(seen) == 3 and set(seen.values()) == {"SUBNET"}, seen  # clock master, bridge, recorder
+    assert f"on ROS_DOMAIN_ID={lease.domain_id}, this subnet\n" in capsys.readouterr().err
 
 
 def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, monkeypatch):
