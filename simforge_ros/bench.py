@@ -33,7 +33,7 @@ from typing import Any, cast
 
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
-from simforge_ros.isolation import check_rmw, hold_domain, user_domain
+from simforge_ros.isolation import DISCOVERY_VAR, check_rmw, hold_domain, user_domain
 from simforge_ros.process_tuning import ended_if_stuck, exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
@@ -577,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="simforge-bench-log-") as log_dir:
         for key in ("ROS_LOG_DIR", "ROS_HOME"):
             os.environ.setdefault(key, log_dir)
+        # this machine's own transport, as the floor's peer (a leased domain's env) has it,
+        # whatever range the shell asks for: with OFF the floor's peer was never found
+        os.environ[DISCOVERY_VAR] = "LOCALHOST"
         with Watchdog(deadline_s) as watchdog:
             watchdog.stop_on_signals()
             try:

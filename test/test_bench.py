@@ -403,3 +403,22 @@ def test_a_floor_sample_never_answered_is_measured_again_then_refused(monkeypatc
     err = capsys.readouterr().err
     assert "refused: bench_transport: the two_processes / events round trip failed 3 times" in err
     assert "Traceback" not in err
+
+
+def test_the_bench_measures_on_localhost_discovery_whatever_the_shell_asks(monkeypatch, capsys):
+    """Its floor's peer runs in a leased domain's environment (localhost): a shell's OFF
+    left the bench's own process unable to find it, and SUBNET would measure another setup."""
+    from simforge_ros.isolation import DISCOVERY_VAR
+
+    seen = []
+
+    def measuring(plan):
+        seen.append(os.environ[DISCOVERY_VAR])
+        raise bench.BenchTransport("stopped here")
+
+    monkeypatch.setattr(bench, "measure_all", measuring)
+    for asked in ("OFF", "SUBNET"):
+        monkeypatch.setenv(DISCOVERY_VAR, asked)
+        assert bench.main(["--quick", "--out", os.devnull]) == 1
+    assert seen == ["LOCALHOST", "LOCALHOST"]
+
