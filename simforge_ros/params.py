@@ -339,23 +339,6 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     return checked
 
 
-def planner_cameras(path: Path) -> list[str]:
-    """The cameras the torch planner looks at, as the parameter file ``path`` sets them
-    (``driver.cameras``, else its default): what the bridge renders when the launch file
-    starts ``driver:=torch``, as `simforge run --driver torch` does (runner.node_params).
-    Before, the launch file gave the bridge the four surround cameras whatever the file
-    said, and a planner looking at ``chase`` was refused missing_frame at step 0.
-
-    Raises:
-        ConfigError: the file is not a valid simforge parameter file (read_params_file),
-            or its driver.frame_timeout_ms is not below the clock master's participant_timeout_ms.
-    """
-    params = read_params_file(path)
-    check_frame_wait({**params, "driver": {**params.get("driver", {}), "policy": "torch"}}, str(path))
-    cameras = params.get("driver", {}).get("cameras", spec("driver", "cameras").default)
-    return [str(c) for c in cameras]
-
-
 def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
     """The torch driver waits up to ``frame_timeout_ms`` for a frame before it answers
     ``missing_frame``; a clock master that gives up on the call first refuses the run as

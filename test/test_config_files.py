@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from simforge_ros.core.errors import ConfigError
-from simforge_ros.params import NODE_PARAMS, periods, planner_cameras, validate
-from simforge_ros.runner import EXTERNAL, SURROUND
+from simforge_ros.params import NODE_PARAMS, periods, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,94 +93,32 @@ def test_a_value_out_of_its_range_is_refused_with_the_range(node, name, value, e
         assert validate({node: {name: edge}}, "f.yaml")[node][name] == edge
 
 
-def test_launch_file_starts_the_four_nodes_with_the_launch_arguments():
-    source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    tree = ast.parse(source)
-    executables = {
-        (kws["package"], kws["executable"])
-        for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Node"
-        for kws in [{kw.arg: kw.value.value for kw in node.keywords if kw.arg in ("package", "executable")}]
-    }
-    assert executables == {("simforge_ros", n) for n in NODE_PARAMS}
-    for arg in ("scenario", "driver", "latency_us", "seed", "out_dir", "params_file", "real_time_factor",
-                "hold_at_step"):
-        assert f'"{arg}"' in source
-
-
 def _calls(source: str, name: str) -> list[ast.Call]:
     return [node for node in ast.walk(ast.parse(source))
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == name]
 
 
-def test_launch_file_leaves_the_driver_out_for_an_external_one():
+def test_launch_file_is_a_shell_around_the_launch_plan():
+    """launch is not on PyPI, so the launch file's logic lives in simforge_ros.launch_plan
+    (test_launch_plan.py runs it); the file declares its arguments and starts what
+    ``plan`` says, each node with the parameter file and then the arguments given."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    conditions: dict[str, list[str | None]] = {}
-    for call in _calls(source, "Node"):
-        executable = next(kw.value.value for kw in call.keywords if kw.arg == "executable")
-        condition = next((ast.unparse(kw.value) for kw in call.keywords if kw.arg == "condition"), None)
-        conditions.setdefault(executable, []).append(condition)
-    expected = f"""UnlessCondition(PythonExpression(["'", cfg['driver'], "' == '{EXTERNAL}'"]))"""
-    assert conditions.pop("driver") == [expected]
-    # one bridge or the other: the parameter file's rig, or (built when the launch runs,
-    # under the OpaqueFunction's condition) the torch planner's
-    assert sorted(conditions.pop("sim_bridge"), key=str) == [None, "UnlessCondition(is_torch)"]
-    [opaque] = _calls(source, "OpaqueFunction")
-    assert {kw.arg: ast.unparse(kw.value) for kw in opaque.keywords} == {
-        "function": "_bridge_for_torch", "condition": "IfCondition(is_torch)"}
-    assert """is_torch = PythonExpression(["'", cfg["driver"], "' == 'torch'"])""" in source
-    assert set(map(tuple, conditions.values())) == {(None,)}  # every other node always starts
-
-
-def test_launch_file_hands_the_frame_arguments_to_whichever_bridge_starts():
-    """The bridge publishes the cameras' frames and the ego's itself (sim_bridge.camera_tf,
-    tf, base_frame), and picks its simulator (backend, carla_host, carla_port): the launch
-    arguments of those names reach both bridges, each a parameter the bridge declares, and
-    no other node is started for them."""
-    source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    handed = ("scenario", "base_frame", "camera_tf", "tf", "backend", "carla_host", "carla_port")
-    assert f"_BRIDGE_ARGS = {handed!r}".replace("'", '"') in source
-    bridge_params = {spec.name for spec in NODE_PARAMS["sim_bridge"]}
-    assert set(handed) <= bridge_params
-    [plain] = [c for c in _calls(source, "Node")
-               if ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "executable")) == "'sim_bridge'"
-               and any(kw.arg == "condition" for kw in c.keywords)]
-    params = ast.unparse(next(kw.value for kw in plain.keywords if kw.arg == "parameters"))
-    assert params == "[params_file, {k: cfg[k] for k in _BRIDGE_ARGS}]"
-    function = next(node for node in ast.walk(ast.parse(source))
-                    if isinstance(node, ast.FunctionDef) and node.name == "_bridge_for_torch")
-    assert "**{k: LaunchConfiguration(k) for k in _BRIDGE_ARGS}" in ast.unparse(function)
-    defaults = {spec.name: spec.default for spec in NODE_PARAMS["sim_bridge"]}
-    for arg in ("camera_tf", "tf", "base_frame", "backend", "carla_host", "carla_port"):  # the parameter's own
-        default = defaults[arg]
-        text = str(default).lower() if isinstance(default, bool) else default
-        assert f'"{arg}": ("{text}", ' in source
-
-
-def test_launch_file_hands_the_clock_master_only_its_own_parameters_with_their_defaults():
-    """Every launch argument the clock master takes names a parameter it declares, and the
-    argument's default is the parameter's (real_time_factor, hold_at_step: a launched run
-    goes as fast as it can and never holds unless asked)."""
-    source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    [clock] = [c for c in _calls(source, "Node")
-               if ast.unparse(next(kw.value for kw in c.keywords if kw.arg == "executable")) == "'clock_master'"]
-    parameters = next(kw.value for kw in clock.keywords if kw.arg == "parameters")
-    assert isinstance(parameters, ast.List)
-    [given] = [item for item in parameters.elts if isinstance(item, ast.Dict)]
-    names = [ast.literal_eval(key) for key in given.keys if key is not None]
-    declared = {spec.name: spec.default for spec in NODE_PARAMS["clock_master"]}
-    assert set(names) <= set(declared), set(names) - set(declared)
-    assert {"real_time_factor", "hold_at_step"} <= set(names)
-    for arg in ("real_time_factor", "hold_at_step"):
-        assert f'"{arg}": ("{declared[arg]}", ' in source
-
-
-def test_launch_file_gives_the_torch_planner_the_cameras_it_looks_at():
-    source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    function = next(node for node in ast.walk(ast.parse(source))
-                    if isinstance(node, ast.FunctionDef) and node.name == "_bridge_for_torch")
+    assert "from simforge_ros.launch_plan import ARGS, plan" in source
+    [declare] = _calls(source, "DeclareLaunchArgument")
+    assert ast.unparse(declare) == "DeclareLaunchArgument(arg, default_value=item.default, description=item.doc)"
+    assert "for arg, item in ARGS.items()" in source
+    [node] = _calls(source, "Node")
+    assert ast.unparse(node) == ("Node(package='simforge_ros', executable=name, name=name, output='screen', "
+                                 "parameters=[str(planned.params_file), handed])")
+    function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
-    assert "cameras = planner_cameras(Path(params_file))" in body
-    assert "'cameras': cameras" in body and "executable='sim_bridge'" in body
+    assert "plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file))" in body
+    assert "for name, handed in planned.nodes.items()" in body
+    # the clock master ends the run; its exit ends the launch
+    assert "OnProcessExit(target_action=nodes['clock_master'], on_exit=[EmitEvent(event=Shutdown())])" in body
+    [opaque] = _calls(source, "OpaqueFunction")
+    assert ast.unparse(opaque) == ("OpaqueFunction(function=_nodes, args=[os.path.join(share, 'config', "
+                                   "'simforge.yaml')])")
 
 
 def test_launch_file_gives_the_nodes_simforge_runs_fast_dds_profile_unless_one_is_named():
@@ -191,35 +128,8 @@ def test_launch_file_gives_the_nodes_simforge_runs_fast_dds_profile_unless_one_i
                                  "EnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', default_value=profile))")
     assert 'profile = os.path.join(share, "config", "fastdds_shm.xml")' in source
     assert (ROOT / "config" / "fastdds_shm.xml").is_file()
-    # set before any node starts: the first entity after the launch arguments
-    body = source.split("LaunchDescription([", 1)[1]
-    assert body.startswith("*declared, fastdds, recorder,")
-
-
-def test_the_planner_cameras_are_the_parameter_files_or_the_default(tmp_path):
-    """What the launch file's torch bridge renders: as node_params does for `simforge run`."""
-    own = tmp_path / "own.yaml"
-    own.write_text("driver:\n  ros__parameters:\n    cameras: [chase, front]\n"
-                   "sim_bridge:\n  ros__parameters:\n    cameras: [rear]\n")
-    assert planner_cameras(own) == ["chase", "front"]
-    assert planner_cameras(ROOT / "config" / "simforge.yaml") == list(SURROUND)
-    shared = tmp_path / "shared.yaml"
-    shared.write_text("/**:\n  ros__parameters:\n    cameras: [left]\n")
-    assert planner_cameras(shared) == ["left"]
-    bare = tmp_path / "bare.yaml"
-    bare.write_text("clock_master:\n  ros__parameters:\n    seed: 3\n")
-    assert planner_cameras(bare) == list(SURROUND)
-    bad = tmp_path / "bad.yaml"
-    bad.write_text("driver:\n  ros__parameters:\n    cameras: front\n")
-    with pytest.raises(ConfigError, match=r"driver\.cameras|cameras"):
-        planner_cameras(bad)
-    # a file whose driver would wait for a frame longer than the clock master waits for it
-    slow = tmp_path / "slow.yaml"
-    slow.write_text("clock_master:\n  ros__parameters:\n    participant_timeout_ms: 4000\n")
-    with pytest.raises(ConfigError) as err:
-        planner_cameras(slow)
-    assert str(err.value).startswith(f"{slow}: driver.frame_timeout_ms: expected less than "
-                                     "clock_master.participant_timeout_ms (4000): ")
+    # set before any node starts: right after the launch arguments
+    assert source.split("LaunchDescription([", 1)[1].startswith("*declared, fastdds, nodes])")
 
 
 def test_the_play_profile_sets_only_the_writers_heartbeat():
@@ -281,6 +191,7 @@ def test_package_xml_declares_every_package_the_code_and_launch_file_import():
     assert missing == []
     assert "rclpy" in third_party and "launch_ros" in third_party  # the walk saw the code
     assert "tf2_msgs" in third_party
+    assert "ros2launch" in declared  # the README starts a run with `ros2 launch`
 
 
 def test_the_version_is_the_same_in_package_xml_setup_py_and_the_package():

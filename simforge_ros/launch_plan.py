@@ -1,0 +1,178 @@
+"""What `ros2 launch simforge_ros simforge.launch.py` starts, and the parameters it hands
+each node over the parameter file: the launch arguments checked and typed as `simforge
+run` checks its options, before any node starts.
+
+Why a module of its own, with no launch import: the launch file is only a shell around
+``plan`` (launch is not on PyPI, so the tests run this, not the launch). Before it:
+
+* a launch argument reached the node as launch_ros types YAML text by its look:
+  ``real_time_factor:=1`` an int, which the node's double parameter refused at start-up,
+  and ``run_id:=123`` an int where a string is declared;
+* every argument's default was handed over too, so it overrode the parameter file:
+  ``tf: true`` or ``backend: carla`` in a user's file had no effect;
+* a typo in the parameter file was refused only on the ``driver:=torch`` path.
+
+Now an argument left empty (its default) leaves the parameter to the file, else to the
+node's own default; one given overrides the file, as ``--set`` does for `simforge run`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.params import both_units, check_frame_wait, coerce, read_params_file, spec
+
+NODES = ("recorder", "sim_bridge", "driver", "clock_master")
+"""The nodes a launch starts, in the order it starts them (the clock master last: it
+waits for the others, and its exit ends the launch)."""
+
+DRIVERS = ("route", "torch", "external")
+"""``driver:=``: a driver.policy, or ``external`` (no driver node: the user starts their
+own node offering /simforge/decide)."""
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """One launch argument: its default ("": the parameter file's value) and what it sets."""
+
+    default: str
+    doc: str
+    sets: tuple[tuple[str, str], ...] = ()  # (node, parameter)
+
+
+_FILE = "empty: the parameter file's value, else the node's default"
+
+ARGS: Mapping[str, LaunchArg] = {
+    "params_file": LaunchArg("", "ROS 2 parameter file (empty: the package's config/simforge.yaml)"),
+    "scenario": LaunchArg("", f"scenario name or scenario file ({_FILE}: right_turn)",
+                          (("sim_bridge", "scenario"), ("driver", "scenario"))),
+    "driver": LaunchArg("", f"driver: route | torch | external (start your own node offering /simforge/decide; "
+                            f"see the README) ({_FILE}, driver.policy: route)"),
+    "latency_us": LaunchArg("", f"driver latency in microseconds, a whole number of steps ({_FILE}: 0)",
+                            (("clock_master", "latency_us"),)),
+    "seed": LaunchArg("", f"run seed ({_FILE}: 0)", (("clock_master", "seed"),)),
+    "steps": LaunchArg("", f"steps to run; 0 = the whole scenario ({_FILE}: 0)", (("clock_master", "steps"),)),
+    "real_time_factor": LaunchArg(
+        "", "simulation seconds a wall second may hold: 1 = real time (to watch the run live), 0 = as fast as "
+            f"the participants answer ({_FILE}: 0)", (("clock_master", "real_time_factor"),)),
+    "hold_at_step": LaunchArg(
+        "", "hold the run once step K is done (0: at t(0)) until /simforge/pause (std_srvs/SetBool) is called "
+            f"with false; -1: never ({_FILE}: -1)", (("clock_master", "hold_at_step"),)),
+    "out_dir": LaunchArg("", "run directory, new or empty (empty: the parameter file's recorder.out_dir, else "
+                             "/tmp/simforge-run)", (("recorder", "out_dir"),)),
+    "run_id": LaunchArg("", "run id (empty: the parameter file's, else 'launch')",
+                        (("recorder", "run_id"), ("clock_master", "run_id"))),
+    "backend": LaunchArg("", "the simulator: embedded (this package's engine) | carla (a CARLA 0.10 server, run "
+                             f"synchronous; the other carla_* in the parameter file) ({_FILE}: embedded)",
+                         (("sim_bridge", "backend"),)),
+    "carla_host": LaunchArg("", f"carla backend: the server's host ({_FILE}: localhost)",
+                            (("sim_bridge", "carla_host"),)),
+    "carla_port": LaunchArg("", f"carla backend: the server's RPC port ({_FILE}: 2000)",
+                            (("sim_bridge", "carla_port"),)),
+    "camera_tf": LaunchArg("", "the bridge publishes each rendered camera's frame (its images' frame_id) on "
+                               f"/tf_static, from base_frame ({_FILE}: true)", (("sim_bridge", "camera_tf"),)),
+    "tf": LaunchArg("", f"the bridge publishes map_frame -> base_frame on /tf once a step ({_FILE}: false)",
+                    (("sim_bridge", "tf"),)),
+    "base_frame": LaunchArg(
+        "", "the ego's frame: its rear axle on the ground, x forward, y left, z up (the pose /simforge/state "
+            "carries); the cameras' parent, and the child frame of the bridge's odometry and /tf "
+            f"({_FILE}: base_link)", (("sim_bridge", "base_frame"),)),
+}
+
+FALLBACKS: Mapping[tuple[str, str], Any] = {
+    ("recorder", "out_dir"): "/tmp/simforge-run",
+    ("recorder", "run_id"): "launch",
+    ("clock_master", "run_id"): "launch",
+}
+"""What a launch gives where neither an argument nor the file does, and the node's own
+default would not do (the recorder needs a directory)."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """The nodes to start (``driver`` absent with ``driver:=external``), each with the
+    parameters the launch hands it after the parameter file, as typed Python values."""
+
+    params_file: Path
+    nodes: dict[str, dict[str, Any]]
+
+
+def _value(arg: str, node: str, name: str, text: str) -> Any:
+    """A launch argument's text as the parameter's value: a string parameter takes the text
+    as it is (``run_id:=123`` is the string "123"), any other one reads it as YAML, as
+    ``ros2 launch`` would, and then as ``--set`` does (ints widen to floats).
+
+    Raises:
+        ConfigError: a value of the wrong type or out of range, naming the argument.
+    """
+    source = f"launch argument {arg}:={text}"
+    if spec(node, name, source).kind == "str":
+        return coerce(node, name, text, source)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        value = text
+    return coerce(node, name, value, source)
+
+
+def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
+    """What a launch starts with the launch arguments ``given`` (name -> text; an empty or
+    absent one is left to the parameter file).
+
+    Raises:
+        ConfigError: every problem at once: an unknown argument, a bad value, a parameter
+            file that `simforge run --params-file` would refuse, or a combination the run
+            would refuse at start-up (a period given in both units, a torch driver whose
+            frame wait outlasts the clock master's call limit).
+    """
+    problems: list[Problem] = []
+    for arg in given:
+        if arg not in ARGS:
+            problems.append(Problem("launch arguments", arg, f"one of {', '.join(ARGS)}", given[arg]))
+    params_file = Path(given.get("params_file") or default_params_file)
+    try:
+        from_file = read_params_file(params_file)
+    except ConfigError as err:
+        problems.extend(err.problems)
+        from_file = {}
+    handed: dict[str, dict[str, Any]] = {node: {} for node in NODES}
+    for arg, item in ARGS.items():
+        text = given.get(arg, item.default)
+        if not text:
+            continue
+        for node, name in item.sets:
+            try:
+                handed[node][name] = _value(arg, node, name, text)
+            except ConfigError as err:
+                problems.extend(err.problems)
+    for (node, name), value in FALLBACKS.items():
+        if name not in handed[node] and name not in from_file.get(node, {}):
+            handed[node][name] = value
+    driver = given.get("driver") or from_file.get("driver", {}).get("policy", spec("driver", "policy").default)
+    if driver not in DRIVERS:
+        problems.append(Problem(f"launch argument driver:={driver}", "driver", " | ".join(DRIVERS), driver))
+    elif driver == "external":
+        del handed["driver"]
+    else:
+        handed["driver"]["policy"] = driver
+    merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
+    for node in NODES:
+        problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
+    if driver == "torch":
+        # the bridge renders what the planner looks at (driver.cameras), whatever the file's
+        # rig for the bridge, as `simforge run --driver torch` does (runner.node_params)
+        cameras = merged["driver"].get("cameras", spec("driver", "cameras").default)
+        handed["sim_bridge"]["cameras"] = [str(c) for c in cameras]
+        try:
+            check_frame_wait(merged, f"{params_file} and the launch arguments")
+        except ConfigError as err:
+            problems.extend(err.problems)
+    if problems:
+        raise ConfigError(problems)
+    return LaunchPlan(params_file, handed)

@@ -1,0 +1,140 @@
+"""What the launch file starts and hands each node (simforge_ros.launch_plan): the launch
+arguments typed as the nodes declare their parameters, the parameter file left to stand
+where an argument is not given, and bad input refused before any node starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simforge_ros.core.errors import ConfigError
+from simforge_ros.launch_plan import ARGS, DRIVERS, FALLBACKS, NODES, plan
+from simforge_ros.params import NODE_PARAMS, spec
+from simforge_ros.runner import EXTERNAL, SURROUND
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "config" / "simforge.yaml"
+
+
+def _file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_every_argument_sets_declared_parameters_and_defaults_to_the_file():
+    assert NODES == ("recorder", "sim_bridge", "driver", "clock_master")  # the clock master last
+    assert set(NODES) == set(NODE_PARAMS)
+    for arg, item in ARGS.items():
+        assert item.default == "", arg  # a default would override the parameter file
+        for node, name in item.sets:
+            spec(node, name)  # raises for a parameter the node does not declare
+    for node, name in FALLBACKS:
+        spec(node, name)
+    assert EXTERNAL in DRIVERS
+
+
+def test_with_no_argument_the_shipped_file_stands_and_the_recorder_gets_a_directory():
+    planned = plan({arg: "" for arg in ARGS}, SHIPPED)
+    assert planned.params_file == SHIPPED
+    assert planned.nodes == {
+        "recorder": {"out_dir": "/tmp/simforge-run", "run_id": "launch"},
+        "sim_bridge": {},
+        "driver": {"policy": "route"},
+        "clock_master": {"run_id": "launch"},
+    }
+
+
+def test_arguments_are_typed_as_the_parameters_are_declared():
+    """launch_ros types an argument by its look: real_time_factor:=1 reached the node as an
+    int, which its double parameter refused, and run_id:=123 as an int, not a string."""
+    given = {"real_time_factor": "1", "run_id": "123", "seed": "7", "tf": "true", "carla_port": "2001",
+             "scenario": "unprotected_left", "hold_at_step": "0", "latency_us": "100000", "out_dir": "/tmp/r1"}
+    nodes = plan(given, SHIPPED).nodes
+    clock = nodes["clock_master"]
+    assert clock["real_time_factor"] == 1.0 and type(clock["real_time_factor"]) is float
+    assert clock["run_id"] == "123" and nodes["recorder"]["run_id"] == "123"
+    assert (clock["seed"], clock["hold_at_step"], clock["latency_us"]) == (7, 0, 100000)
+    assert nodes["sim_bridge"] == {"tf": True, "carla_port": 2001, "scenario": "unprotected_left"}
+    assert nodes["driver"] == {"policy": "route", "scenario": "unprotected_left"}
+    assert nodes["recorder"]["out_dir"] == "/tmp/r1"
+
+
+def test_the_parameter_file_is_not_overridden_by_arguments_not_given(tmp_path):
+    """Before, every argument's default was handed over too: tf, backend or out_dir in a
+    user's file had no effect."""
+    mine = _file(tmp_path, "sim_bridge:\n  ros__parameters:\n    tf: true\n    backend: carla\n"
+                           "recorder:\n  ros__parameters:\n    out_dir: /data/run\n    run_id: mine\n"
+                           "driver:\n  ros__parameters:\n    policy: torch\n")
+    planned = plan({"params_file": str(mine)}, SHIPPED)
+    assert planned.params_file == mine
+    assert planned.nodes["recorder"] == {}  # the file's out_dir and run_id stand
+    assert planned.nodes["clock_master"] == {"run_id": "launch"}  # the file gives the clock master none
+    assert "tf" not in planned.nodes["sim_bridge"] and "backend" not in planned.nodes["sim_bridge"]
+    assert planned.nodes["driver"]["policy"] == "torch"  # the file's policy
+    # an argument given overrides the file
+    assert plan({"params_file": str(mine), "tf": "false"}, SHIPPED).nodes["sim_bridge"]["tf"] is False
+
+
+def test_an_external_driver_starts_no_driver_node():
+    assert "driver" not in plan({"driver": EXTERNAL}, SHIPPED).nodes
+    assert plan({"driver": "torch"}, SHIPPED).nodes["driver"]["policy"] == "torch"
+
+
+def test_the_torch_planner_gets_the_cameras_it_looks_at(tmp_path):
+    """With driver:=torch the bridge renders the planner's cameras (driver.cameras, or its
+    default), whatever rig the file names for the bridge, as `simforge run --driver torch`."""
+    assert plan({"driver": "torch"}, SHIPPED).nodes["sim_bridge"]["cameras"] == list(SURROUND)
+    own = _file(tmp_path, "driver:\n  ros__parameters:\n    cameras: [chase, front]\n"
+                          "sim_bridge:\n  ros__parameters:\n    cameras: [rear]\n")
+    assert plan({"driver": "torch"}, own).nodes["sim_bridge"]["cameras"] == ["chase", "front"]
+    shared = tmp_path / "shared.yaml"
+    shared.write_text("/**:\n  ros__parameters:\n    cameras: [left]\n")
+    assert plan({"driver": "torch"}, shared).nodes["sim_bridge"]["cameras"] == ["left"]
+    assert "cameras" not in plan({"driver": "route"}, own).nodes["sim_bridge"]  # the file's rig stands
+
+
+def test_a_torch_driver_whose_frame_wait_outlasts_the_clock_master_is_refused(tmp_path):
+    slow = _file(tmp_path, "clock_master:\n  ros__parameters:\n    participant_timeout_ms: 4000\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"driver": "torch"}, slow)
+    assert str(err.value).startswith(f"{slow} and the launch arguments: driver.frame_timeout_ms: expected less "
+                                     "than clock_master.participant_timeout_ms (4000): ")
+    assert plan({"driver": "route"}, slow).nodes["driver"]["policy"] == "route"  # no frame wait
+
+
+def test_bad_arguments_are_named_all_at_once():
+    with pytest.raises(ConfigError) as err:
+        plan({"real_time_factor": "fast", "carla_port": "70000", "seed": "-1", "driver": "remote",
+              "tf": "maybe", "stpes": "10"}, SHIPPED)
+    lines = str(err.value).splitlines()
+    assert "launch arguments: stpes: expected one of params_file, scenario, driver, " in lines[0]
+    assert ("launch argument real_time_factor:=fast: clock_master.real_time_factor: expected a value of type "
+            "float, got 'fast'") in lines
+    assert ("launch argument carla_port:=70000: sim_bridge.carla_port: expected an integer in [1, 65535], "
+            "got 70000") in lines
+    assert "launch argument seed:=-1: clock_master.seed: expected an integer in [0, 9223372036854775807], got -1" \
+        in lines
+    assert "launch argument tf:=maybe: sim_bridge.tf: expected a value of type bool, got 'maybe'" in lines
+    assert "launch argument driver:=remote: driver: expected route | torch | external, got 'remote'" in lines
+    assert len(lines) == 6
+
+
+def test_a_bad_parameter_file_is_refused_as_simforge_run_refuses_it(tmp_path):
+    """Before, only the driver:=torch path read the file; a typo in it was left to the
+    nodes, which ignore a parameter they do not declare."""
+    typo = _file(tmp_path, "clock_master:\n  ros__parameters:\n    decison_us: 50000\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(typo)}, SHIPPED)
+    assert str(err.value).startswith(f"{typo}: clock_master.decison_us: expected a parameter of clock_master: ")
+    with pytest.raises(ConfigError, match=r"expected an existing ROS 2 parameter file"):
+        plan({"params_file": str(tmp_path / "none.yaml")}, SHIPPED)
+
+
+def test_a_period_given_in_both_units_across_file_and_arguments_is_refused(tmp_path):
+    mine = _file(tmp_path, "clock_master:\n  ros__parameters:\n    latency_s: 0.1\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(mine), "latency_us": "100000"}, SHIPPED)
+    assert str(err.value).startswith(f"{mine} and the launch arguments: clock_master.latency_us and "
+                                     "clock_master.latency_s: expected one of the two")
