@@ -29,7 +29,7 @@ from std_msgs.msg import String
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
 from simforge_ros.core.units import resolve_period
-from simforge_ros.params import NODE_PARAMS, ParamSpec, coerce
+from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as
 from simforge_ros.process_tuning import (
     TEARDOWN_CUT,
     dump_stacks_on_signal,
@@ -83,7 +83,7 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
         ConfigError: a parameter was given with the wrong type (all reported together).
     """
     values: dict[str, Any] = {}
-    problems: list[Problem] = []
+    problems: list[Problem] = _overrides_checked(node, node_name)
     defaulted: set[str] = set()  # not given: the declared default stands
     for item in NODE_PARAMS[node_name]:
         try:  # writable until its value is settled below
@@ -111,6 +111,42 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
         raise ConfigError(problems)
     _settle(node, node_name, values)
     return values
+
+
+def _overrides_checked(node: Node, node_name: str) -> list[Problem]:
+    """The values given to the node (``-p``, ``--params-file``, a launch file), before they
+    are declared: an int for a float parameter widened, as `simforge run` widens it, and a
+    name the node does not declare refused when it is within a typo of one it does.
+
+    Before, ``-p real_time_factor:=1`` (launch_ros types ``:=1`` as an int too) was refused
+    as the wrong type, and ``-p decison_us:=50000`` was ignored without a word: the run
+    went on at the default period. A name that is no typo is left out with a warning (a
+    stack's shared ``/**`` section gives every node parameters meant for others). rclpy
+    keeps the overrides in ``Node._parameter_overrides`` and offers no public reader.
+    """
+    overrides = getattr(node, "_parameter_overrides", None)
+    if not isinstance(overrides, dict):
+        return []
+    specs = {item.name: item for item in NODE_PARAMS[node_name]}
+    problems: list[Problem] = []
+    for name, given in list(overrides.items()):
+        item = specs.get(name)
+        if item is not None:
+            if item.kind == "float" and given.type_ == Parameter.Type.INTEGER:
+                overrides[name] = Parameter(name, Parameter.Type.DOUBLE, float(given.value))
+            continue
+        if name in RCLPY_PARAMS or name.startswith("qos_overrides."):
+            continue  # rclpy's own, declared by rclpy where it applies
+        others = [other for other, items in NODE_PARAMS.items()
+                  if other != node_name and any(i.name == name for i in items)]
+        meant = None if others else meant_as(name, specs)
+        if meant is not None:
+            problems.append(Problem(node_name, name, f"a parameter of {node_name} (did you mean {meant}?)",
+                                    given.value))
+        else:
+            whose = f"{', '.join(others)}'s, not {node_name}'s" if others else f"not one {node_name} declares"
+            node.get_logger().warning(f"parameter {name} left out: {whose}")
+    return problems
 
 
 def _settle(node: Node, node_name: str, values: Mapping[str, Any]) -> None:

@@ -88,3 +88,52 @@ def test_a_value_of_the_wrong_type_is_told_the_form_in_the_users_words(ros_lease
         node.destroy_node()
     finally:
         rclpy.shutdown(context=context)
+
+
+def _declared(ros_lease, node_name: str, *overrides: str):
+    """declare_params of a fresh ``node_name`` given ``-p`` overrides, and its warnings."""
+    import rclpy
+    from rclpy.node import Node
+
+    from simforge_ros.nodes.common import declare_params
+
+    args = ["--ros-args"] + [a for o in overrides for a in ("-p", o)]
+    context = rclpy.Context()
+    rclpy.init(args=args, context=context, domain_id=ros_lease.domain_id)
+    warned: list[str] = []
+    try:
+        node = Node(node_name, context=context)
+        logger = node.get_logger()
+        logger.warning = lambda text, **_: warned.append(text)  # type: ignore[method-assign]
+        try:
+            return declare_params(node, node_name), warned
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+def test_an_int_given_for_a_float_parameter_is_widened(ros_lease):
+    """launch_ros and rcl type `-p real_time_factor:=1` as an int; the node's double
+    parameter refused it, where `simforge run --set` widens it."""
+    values, warned = _declared(ros_lease, "clock_master", "real_time_factor:=1", "pose_tolerance_m:=0")
+    assert values["real_time_factor"] == 1.0 and type(values["real_time_factor"]) is float
+    assert values["pose_tolerance_m"] == 0.0 and type(values["pose_tolerance_m"]) is float
+    assert warned == []
+
+
+def test_a_typo_of_a_parameter_name_is_refused_and_anything_else_left_out_with_a_warning(ros_lease):
+    """-p decison_us:=50000 was ignored without a word: the run went on at the default period."""
+    from simforge_ros.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        _declared(ros_lease, "clock_master", "decison_us:=50000")
+    assert str(err.value) == ("clock_master: decison_us: expected a parameter of clock_master (did you mean "
+                              "decision_us?), got 50000")
+    # a stack's shared parameters: another simforge node's, or no simforge node's at all
+    values, warned = _declared(ros_lease, "sim_bridge", "decision_us:=50000", "robot_description:=x",
+                               "use_sim_time:=true")
+    assert "decision_us" not in values
+    assert warned == ["parameter decision_us left out: clock_master's, not sim_bridge's",
+                      "parameter robot_description left out: not one sim_bridge declares"]
+
