@@ -20,7 +20,11 @@ The one total order of a step k, sorted by (step, tick, rank)::
     7     0..n  the next Step call applies ``applied`` and advances ticks_per_step ticks
               (n = ticks_per_step) to t(k+1), where step k+1 begins at rank 1
 
-Nothing of step k+1 happens before rank 7 of step k has finished.
+Nothing of step k+1 happens before rank 7 of step k has finished. Ranks 2 and 7 are one
+Step call: its answer is the observation of the step it advanced to, so /clock = t(k) goes
+out once the world is at t(k). The bridge's own topics of t(k) (images, odometry, /tf)
+leave as it answers, and may reach a reader before that /clock: stamps name the step,
+arrival order names nothing.
 """
 
 from __future__ import annotations
