@@ -64,8 +64,8 @@ ARGS: Mapping[str, LaunchArg] = {
     "hold_at_step": LaunchArg(
         "", "hold the run once step K is done (0: at t(0)) until /simforge/pause (std_srvs/SetBool) is called "
             f"with false; -1: never ({_FILE}: -1)", (("clock_master", "hold_at_step"),)),
-    "out_dir": LaunchArg("", "run directory, new or empty (empty: the parameter file's recorder.out_dir, else "
-                             "/tmp/simforge-run)", (("recorder", "out_dir"),)),
+    "out_dir": LaunchArg("", "run directory: a new one, or one holding no run yet (empty: the parameter file's "
+                             "recorder.out_dir, else /tmp/simforge-run)", (("recorder", "out_dir"),)),
     "run_id": LaunchArg("", "run id (empty: the parameter file's, else 'launch')",
                         (("recorder", "run_id"), ("clock_master", "run_id"))),
     "backend": LaunchArg("", "the simulator: embedded (this package's engine) | carla (a CARLA 0.10 server, run "
