@@ -150,7 +150,8 @@ def _short(value: object) -> str:
     return format_value(value)
 
 
-def _json_value(value: object) -> object:
+def json_value(value: object) -> object:
+    """A value as --json gives it: null where a run does not have it."""
     return None if value is MISSING else value
 
 
@@ -161,10 +162,10 @@ def to_json(result: DiffResult, setup: Sequence[tuple[str, object, object]] = ()
         "step": result.step,
         "first": result.first,
         "field": result.field,
-        "a": _json_value(result.a),
-        "b": _json_value(result.b),
+        "a": json_value(result.a),
+        "b": json_value(result.b),
         "frames_differ": result.frames_differ,
-        "setup": [{"field": field, "a": _json_value(x), "b": _json_value(y)} for field, x, y in setup],
+        "setup": [{"field": field, "a": json_value(x), "b": json_value(y)} for field, x, y in setup],
     }
 
 

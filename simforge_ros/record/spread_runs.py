@@ -20,7 +20,7 @@ from typing import Any
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.core.spread import SpreadResult, spread
-from simforge_ros.record.diff_runs import WALL_KEYS, check_comparable, describe_setup, setup_differences
+from simforge_ros.record.diff_runs import WALL_KEYS, check_comparable, describe_setup, json_value, setup_differences
 from simforge_ros.record.rundir import RunDir, load_run, step_records
 from simforge_ros.tools import parse, say
 
@@ -54,8 +54,8 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
         "position": {"value": result.position.value, "unit": "m", "step": result.position.step},
         "spread": {s.field: {"value": s.value, "unit": s.unit, "step": s.step} for s in result.fields},
         "contacts": _contacts(runs),
-        "setup": [[{"field": f, "a": a, "b": b} for f, a, b in setup_differences(runs[0].manifest, run.manifest)]
-                  for run in runs[1:]],
+        "setup": [[{"field": f, "a": json_value(a), "b": json_value(b)}
+                   for f, a, b in setup_differences(runs[0].manifest, run.manifest)] for run in runs[1:]],
     }
 
 

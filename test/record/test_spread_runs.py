@@ -51,3 +51,15 @@ def test_one_run_or_a_missing_one_is_a_usage_error(make_run, tmp_path, capsys):
     assert capsys.readouterr().err == "simforge spread: RUN: expected two run directories or more, got 1\n"
     assert main([str(a), str(tmp_path / "gone")]) == 2
     assert capsys.readouterr().err == f"simforge spread: {tmp_path / 'gone'}: no such run directory\n"
+
+
+def test_json_names_a_setting_only_one_run_has_with_null(make_run, capsys):
+    """A run with an external driver has no driver parameters in its manifest: --json
+    crashed on the marker of a missing value (TypeError: not JSON serializable)."""
+    a, b = make_run("a", steps=10), make_run("b", steps=10)
+    manifest = json.loads((b / "manifest.json").read_text())
+    driver = manifest["nodes"].pop("driver")
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(a), str(b), "--json"]) == 0
+    [setup] = json.loads(capsys.readouterr().out)["setup"]
+    assert setup == [{"field": "nodes.driver.params", "a": driver["params"], "b": None}]
