@@ -79,6 +79,9 @@ from simforge_ros.srv import Finish
 
 NAME = "recorder"
 _INFO_GRACE_S = 1.0
+# Wall clock: how long Finish waits for a node's latched parameters still due (_params_due).
+_PARAMS_GRACE_S = 3.0
+BACKEND = "sim_bridge/backend"  # what the bridge's backend is (sim_bridge: published at the reset)
 # Topics any tf2 node publishes on: only the bridge's messages are recorded (_from_bridge).
 _BRIDGE_ONLY = frozenset({topics.TF, topics.TF_STATIC})
 # Such messages held until the bridge's parameters say which are its own (oldest dropped).
@@ -496,6 +499,33 @@ class Recorder:
         return (self._bridge_param("camera_tf") is True and bool(self._bridge_param("cameras"))
                 and self._tf_digests.messages(topics.TF_STATIC) < 1)
 
+    def _params_due(self, participants: Any) -> list[str]:
+        """The latched parameters the manifest needs that are not here yet: the bridge's
+        backend (published as it answered the reset, so due once a step is recorded) and
+        those of each participant the graph shows publishing parameters (a simforge node;
+        an external driver publishes none, and is named so by their absence). Only the
+        clock master's and the bridge's are awaited before step 0: a short run could end
+        before the driver's came, or the backend's, and its manifest then said the driver
+        was external, or had no scenario or engine digest (about 1 run in 25 of 40 steps)."""
+        due = [BACKEND] if self.assembler.steps_done > 0 and BACKEND not in self._nodes else []
+        graph: tuple[set[str], set[str]] | None = None
+        for participant in participants:
+            role, pid = str(participant.role), int(participant.pid)
+            heard = self._nodes.get(role)
+            if heard is not None and (not pid or (heard.get("process") or {}).get("pid") == pid):
+                continue
+            named = [n for n in str(participant.node).split(", ") if n]
+            if not named:
+                continue  # the graph named no node for it: nothing to wait for
+            if graph is None:
+                graph = ({ns.rstrip("/") + "/" + name for name, ns in self.node.get_node_names_and_namespaces()},
+                         {info.node_namespace.rstrip("/") + "/" + info.node_name
+                          for info in self.node.get_publishers_info_by_topic(topics.NODE_PARAMS)})
+            known, publishing = graph
+            if any(n not in known or n in publishing for n in named):  # a node not yet known: wait too
+                due.append(role)
+        return due
+
     def _poll_progress(self) -> None:
         """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
         if self._progress is not None and not self._progress.done():
@@ -517,6 +547,7 @@ class Recorder:
         expected = int(request.expected_steps)
         wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
         wall_info_deadline: float | None = None
+        wall_params_deadline: float | None = None
         while time.monotonic() < wall_deadline and self._failure is None:  # failed: nothing more comes
             if self.assembler.steps_done < expected:
                 pass
@@ -525,6 +556,10 @@ class Recorder:
                 # one published with a recorded image: give the late ones a moment
                 wall_info_deadline = wall_info_deadline or time.monotonic() + _INFO_GRACE_S
                 if time.monotonic() >= wall_info_deadline:
+                    break
+            elif self._params_due(request.participants):
+                wall_params_deadline = wall_params_deadline or time.monotonic() + _PARAMS_GRACE_S
+                if time.monotonic() >= wall_params_deadline:
                     break
             else:
                 break

@@ -265,7 +265,7 @@ class SimBridge:
             publish_node_params(self.node, NAME + "/backend", {
                 "scenario": info.scenario, "scenario_sha256": info.scenario_sha256,
                 "engine_version": info.version, "tick_us": info.tick_us,
-            })
+            }, pub=self._params_pub)  # the writer the recorder matched before step 0
         state = convert.state_msg(observation.state)
         # odometry and /tf go out with the frames, after the answer when they do
         if self._odom_pub is not None:
