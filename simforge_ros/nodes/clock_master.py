@@ -45,6 +45,7 @@ from simforge_ros.core.errors import (
     ParticipantError,
     ParticipantLost,
     ParticipantTimeout,
+    RateNotMultiple,
     Refusal,
     refusal_from_code,
 )
@@ -244,8 +245,15 @@ class ClockMaster:
         """Raises: ConfigError / RateNotMultiple: bad parameters."""
         self.node = Node(NAME, context=context)
         values = declare_params(self.node, NAME)
-        decision_us = period(values, "decision", NAME)
-        latency_us = period(values, "latency", NAME)
+        # seconds that are no whole number of microseconds: refused once the run has begun
+        # (see run), so that the recorder keeps the refusal; before, the clock master
+        # exited at start-up and the manifest said incomplete_run
+        self._refused_at_start: RateNotMultiple | None = None
+        try:
+            decision_us = period(values, "decision", NAME)
+            latency_us = period(values, "latency", NAME)
+        except RateNotMultiple as err:
+            self._refused_at_start, decision_us, latency_us = err, None, None
         self.config = ClockConfig(
             loop=LoopConfig(
                 decision_us=decision_us if decision_us is not None else DEFAULT_DECISION_US,
@@ -566,7 +574,10 @@ class ClockMaster:
         self._step = request.step
         response = self._call(self._bridge, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
-            raise refusal_from_code(response.refusal_code, request.step, f"sim_bridge: {response.detail}")
+            # a period the bridge cannot take is refused as it answers the reset: before step 0
+            before = request.reset and response.refusal_code == RateNotMultiple.code
+            raise refusal_from_code(response.refusal_code, -1 if before else request.step,
+                                    f"sim_bridge: {response.detail}")
         if request.reset:  # the world is at t(0) now: the pace counts from here
             self._pacer.start(time.perf_counter_ns())
         # The observed state is published from here, not by the bridge before it answers,
@@ -747,6 +758,8 @@ class ClockMaster:
         self._publish_status("running", 0, None)
         try:
             self._wait_for_services()
+            if self._refused_at_start is not None:
+                raise self._refused_at_start
             run_lockstep(self.config.loop, self, self, time.perf_counter_ns, progress, on_step)
             self._hold_at_end(progress.steps_done)
         except Refusal as err:

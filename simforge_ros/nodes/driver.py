@@ -57,7 +57,14 @@ class Driver:
         self.node = Node(NAME, context=context)
         values = declare_params(self.node, NAME)
         self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
-        self.policy = make_policy(values["policy"], values, period(values, "planning_period", NAME))
+        # seconds that are no whole number of microseconds: refused at step 0, its first
+        # call, so that the run records the refusal (before, the driver exited at start-up)
+        self._refused_at_start: RateNotMultiple | None = None
+        try:
+            planning_period_us = period(values, "planning_period", NAME)
+        except RateNotMultiple as err:
+            self._refused_at_start, planning_period_us = err, None
+        self.policy = make_policy(values["policy"], values, planning_period_us)
         self._frame_timeout_s = values["frame_timeout_ms"] / 1000.0
         jitter = self._faults.first("jitter")
         self._jitter_ms = float(jitter.max_jitter_ms or 0.0) if jitter is not None else 0.0
@@ -249,6 +256,8 @@ class Driver:
         if step == 0 or self._run_key != key:
             if step != 0:
                 raise ParticipantError(step, f"first decision at step {step}; a run starts at step 0")
+            if self._refused_at_start is not None:
+                raise self._refused_at_start
             self.policy.reset(request.seed, request.decision_us)
             self._check_camera_period(request)
             self._run_key = key  # frames of t(0) may have arrived already: keep them

@@ -29,9 +29,10 @@ from simforge_ros import topics
 from simforge_ros.backends import BACKENDS, make_backend
 from simforge_ros.backends.base import BackendUnavailable, RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
-from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, Refusal
+from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, RateNotMultiple, Refusal
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.lockstep import StepRequest
+from simforge_ros.core.timing_contract import DEFAULT_TICK_US
 from simforge_ros.core.units import clock_stamp
 from simforge_ros.core.values import CameraIntrinsics
 from simforge_ros.image_codec import numpy_to_imgmsg
@@ -76,8 +77,19 @@ class SimBridge:
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
         faults = FaultPlan.parse(values["faults"]).for_node(NAME)
-        tick_us = period(values, "tick", NAME)
+        # seconds that are no whole number of microseconds: refused as the reset is answered,
+        # so that the run records the refusal (before, the bridge exited at start-up and the
+        # run ended participant_error)
+        refused_at_start: RateNotMultiple | None = None
+        try:
+            tick_us = period(values, "tick", NAME)
+        except RateNotMultiple as err:
+            refused_at_start, tick_us = err, DEFAULT_TICK_US
         assert tick_us is not None  # tick_us has a default: never unset
+        try:
+            camera_period_us = period(values, "camera_period", NAME)
+        except RateNotMultiple as err:
+            refused_at_start, camera_period_us = refused_at_start or err, None
         if values["backend"] not in BACKENDS:
             raise ConfigError.single(NAME, "backend", f"one of {', '.join(BACKENDS)}", values["backend"])
         try:
@@ -105,7 +117,7 @@ class SimBridge:
                                          f"renders ({', '.join(self._cameras) or 'none'})", fault.spec())
         # A process of its own stops a long step when told to stop (SIGTERM once the clock
         # master has refused it); in the single layout the runner sets the clock master's.
-        self.core = BridgeCore(backend, BridgeConfig(self._cameras, period(values, "camera_period", NAME), faults),
+        self.core = BridgeCore(backend, BridgeConfig(self._cameras, camera_period_us, faults),
                                watchdog=_stop_requested)
         self._faults = faults
         jitter = faults.first("jitter")
@@ -141,7 +153,7 @@ class SimBridge:
         self._readers_awaited: set[str] = set()  # cameras (and side topics) whose first message has gone out
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
-        self._failed: Refusal | None = None  # publishing them failed: refuse the next step
+        self._failed: Refusal | None = refused_at_start  # or publishing them failed: refuse the next step
         self._answered: tuple[tuple[int, int, int, bool], Step.Response] | None = None  # see _on_step
         self._params_pub = publish_node_params(self.node, NAME, values, {"faults": faults.specs()})
         self._status_sub = watch_run_status(self.node, self._on_final)

@@ -52,6 +52,27 @@ def test_hand_typed_camera_period_is_refused_at_start_not_at_step_101(tmp_path):
     assert manifest_of(result)["steps"] == 0
 
 
+@pytest.mark.parametrize(("node", "name", "step", "layout"), [
+    ("clock_master", "decision_s", -1, "processes"), ("clock_master", "decision_s", -1, "single"),
+    ("clock_master", "latency_s", -1, "single"), ("sim_bridge", "tick_s", -1, "single"),
+    ("sim_bridge", "camera_period_s", -1, "processes"), ("driver", "planning_period_s", 0, "single"),
+])
+def test_seconds_no_whole_number_of_microseconds_are_a_recorded_refusal(tmp_path, node, name, step, layout):
+    """The node that reads the period refuses it once the run has begun, so that the
+    recorder keeps the refusal. Before, the node exited at start-up: `processes` said
+    "clock master exited with 11" with a manifest saying incomplete_run, or refused
+    participant_error; `single` ended with exit 1 and no run line."""
+    value = {"decision_s": 0.1000005, "latency_s": 0.0000005, "tick_s": 0.0200005}.get(name, 0.5000005)
+    result = lockstep(tmp_path, steps=5, layout=layout, sets={node: {name: value}})
+    assert _refusal(result) == ("rate_not_multiple", step)
+    assert f"{name}={value} s is not a whole number of microseconds" in result.refusal["detail"]
+    assert result.exit_code == 11
+    manifest = manifest_of(result)
+    assert (manifest["status"], manifest["refusal"]["code"], manifest["refusal"]["step"]) == (
+        "refused", "rate_not_multiple", step)
+    assert manifest["steps"] == 0
+
+
 def test_a_whole_number_camera_period_in_seconds_is_accepted(tmp_path):
     result = lockstep(tmp_path, steps=12, layout="single", sets={"sim_bridge": {"camera_period_s": 0.2}})
     assert result.status == "counted"
