@@ -19,6 +19,7 @@ launch.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
 from simforge_ros.launch_plan import ARGS, plan
+from simforge_ros.params import params_yaml
 
 
 def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
@@ -44,9 +46,14 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     then the arguments given, typed as its parameters are declared. A bad argument or file
     ends the launch here, named, before any node starts."""
     planned = plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file))
+    # a file of our own, not a dict: launch_ros writes a dict's strings unquoted, and rcl
+    # reads run_id 08 as a double (params.params_yaml)
+    fd, handed = tempfile.mkstemp(prefix="simforge_launch_", suffix=".yaml")
+    with os.fdopen(fd, "w") as file:
+        file.write(params_yaml(planned.nodes))
     nodes = {name: Node(package="simforge_ros", executable=name, name=name, output="screen",
                         parameters=[str(planned.params_file), handed])
-             for name, handed in planned.nodes.items()}
+             for name in planned.nodes}
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=nodes["clock_master"],
                                                         on_exit=[EmitEvent(event=Shutdown())]))
     return [*nodes.values(), end_with_clock]

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from simforge_ros.core.errors import ConfigError, Problem
 from simforge_ros.core.limits import IMAGE_SIDE, INT64
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
@@ -267,8 +269,9 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), validated
     against the nodes' declarations; every problem is named with the file.
 
-    A node's section may also be given under its full name (``/clock_master``) or as
-    ``/**`` for parameters shared by every node, as ROS 2 parameter files allow. rclpy's
+    A node's section may also be given under its full name (``/clock_master``), for the
+    node in any namespace (``/**/clock_master``), or as ``/**`` for parameters shared by
+    every node, as ROS 2 parameter files allow. rclpy's
     own parameters (RCLPY_PARAMS) are checked and left out; ``notes`` gets a line saying so.
 
     A stack's file holds other nodes' sections and shared parameters for them: as a ROS 2
@@ -298,6 +301,8 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
             problems.append(Problem(source, str(key), f"ros__parameters: a mapping of param: value ({form})", body))
             continue
         name = str(key).lstrip("/")
+        if name.startswith("**/") and name[3:] in NODE_PARAMS:
+            name = name[3:]  # the node in any namespace: ours run in the root one
         if name != "**" and name not in NODE_PARAMS:
             meant = meant_as(name, NODE_PARAMS)
             if meant is not None:  # a typo, or a namespaced name simforge's nodes do not run under
@@ -358,3 +363,37 @@ def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> No
             source, "driver.frame_timeout_ms",
             f"less than clock_master.participant_timeout_ms ({limit_ms}): the clock master must outwait the "
             "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)
+
+
+class _Quoted(str):
+    """A string value to be written in quotes (params_yaml)."""
+
+
+class _ParamsDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, writing every string value in quotes."""
+
+
+_ParamsDumper.add_representer(
+    _Quoted, lambda dumper, data: dumper.represent_scalar("tag:yaml.org,2002:str", str(data), style="'"))
+
+
+def _quoted(value: Any) -> Any:
+    if isinstance(value, str):
+        return _Quoted(value)
+    if isinstance(value, list):
+        return [_quoted(v) for v in value]
+    return value
+
+
+def params_yaml(params: Mapping[str, Mapping[str, Any]]) -> str:
+    """``{node: {param: value}}`` as a ROS 2 parameter file that rcl reads back with the
+    same types: every string value in quotes.
+
+    PyYAML leaves a string unquoted where its own YAML 1.1 rules read it as a string, and
+    rcl reads such text by its look: ``08``, ``1e3`` or ``inf`` became doubles and ``y`` a
+    bool, so a string parameter given ``run_id:=08`` (a launch argument) or ``--set
+    sim_bridge.carla_town=08`` was refused by its node at start-up as the wrong type.
+    """
+    doc = {node: {"ros__parameters": {name: _quoted(v) for name, v in values.items()}}
+           for node, values in params.items()}
+    return yaml.dump(doc, Dumper=_ParamsDumper, sort_keys=True)

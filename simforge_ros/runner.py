@@ -27,8 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
 from simforge_ros import resources, topics
 from simforge_ros.core.errors import (
     EXIT_FAILURE,
@@ -49,7 +47,7 @@ from simforge_ros.isolation import (
     lease_domain,
     user_domain,
 )
-from simforge_ros.params import check_frame_wait, validate
+from simforge_ros.params import check_frame_wait, params_yaml, validate
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import (
     HELD_SIGNALS,
@@ -182,9 +180,9 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
 
 
 def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
-    """A ROS 2 parameter file (node: ros__parameters: ...), as launch files use."""
-    doc = {node: {"ros__parameters": dict(values)} for node, values in params.items()}
-    path.write_text(yaml.safe_dump(doc, sort_keys=True))
+    """A ROS 2 parameter file (node: ros__parameters: ...), as launch files use, that rcl
+    reads with the types given (params.params_yaml)."""
+    path.write_text(params_yaml(params))
 
 
 DISK_FULL_BYTES = 1 << 20

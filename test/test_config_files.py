@@ -101,7 +101,8 @@ def _calls(source: str, name: str) -> list[ast.Call]:
 def test_launch_file_is_a_shell_around_the_launch_plan():
     """launch is not on PyPI, so the launch file's logic lives in simforge_ros.launch_plan
     (test_launch_plan.py runs it); the file declares its arguments and starts what
-    ``plan`` says, each node with the parameter file and then the arguments given."""
+    ``plan`` says, each node with the parameter file and then the arguments given, in a
+    file written with params_yaml (test_node_parameters.py reads one back through rcl)."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
     assert "from simforge_ros.launch_plan import ARGS, plan" in source
     [declare] = _calls(source, "DeclareLaunchArgument")
@@ -110,10 +111,11 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     [node] = _calls(source, "Node")
     assert ast.unparse(node) == ("Node(package='simforge_ros', executable=name, name=name, output='screen', "
                                  "parameters=[str(planned.params_file), handed])")
+    assert "from simforge_ros.params import params_yaml" in source
     function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
     assert "plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file))" in body
-    assert "for name, handed in planned.nodes.items()" in body
+    assert "file.write(params_yaml(planned.nodes))" in body and "for name in planned.nodes" in body
     # the clock master ends the run; its exit ends the launch
     assert "OnProcessExit(target_action=nodes['clock_master'], on_exit=[EmitEvent(event=Shutdown())])" in body
     [opaque] = _calls(source, "OpaqueFunction")

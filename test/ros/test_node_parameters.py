@@ -137,3 +137,35 @@ def test_a_typo_of_a_parameter_name_is_refused_and_anything_else_left_out_with_a
     assert warned == ["parameter decision_us left out: clock_master's, not sim_bridge's",
                       "parameter robot_description left out: not one sim_bridge declares"]
 
+
+
+def test_a_parameter_file_simforge_writes_reads_back_through_rcl_with_its_types(ros_lease, tmp_path):
+    """What `simforge run` and the launch file hand the nodes (params.params_yaml). With
+    PyYAML's plain dump, rcl read the string 08 as a double and y as a bool: the node
+    refused its own string parameter at start-up."""
+    import rclpy
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from simforge_ros.params import params_yaml
+
+    strings = ["08", "1e3", "inf", "y", "~", "null", "0x10", "true", "right_turn"]
+    given = {f"s{i}": text for i, text in enumerate(strings)}
+    given.update({"names": ["08", "y"], "none": [], "count": 3, "ratio": 1.0, "flag": False, "whole": 2.0})
+    path = tmp_path / "params.yaml"
+    path.write_text(params_yaml({"sim_bridge": given, "driver": {"policy": "route"}}))
+    context = rclpy.Context()
+    rclpy.init(args=["--ros-args", "--params-file", str(path)], context=context, domain_id=ros_lease.domain_id)
+    try:
+        node = Node("sim_bridge", context=context)
+        got = {name: (p.type_, p.value) for name, p in node._parameter_overrides.items()}
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+    for i, text in enumerate(strings):
+        assert got[f"s{i}"] == (Parameter.Type.STRING, text)
+    assert got["names"][0] == Parameter.Type.STRING_ARRAY and list(got["names"][1]) == ["08", "y"]
+    assert got["none"][0] == Parameter.Type.NOT_SET  # rcl cannot type [] (common._given_empty)
+    assert got["count"] == (Parameter.Type.INTEGER, 3) and got["flag"] == (Parameter.Type.BOOL, False)
+    assert got["ratio"] == (Parameter.Type.DOUBLE, 1.0) and got["whole"] == (Parameter.Type.DOUBLE, 2.0)
+    assert "policy" not in got  # the driver's section is the driver's
