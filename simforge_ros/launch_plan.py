@@ -85,13 +85,11 @@ ARGS: Mapping[str, LaunchArg] = {
             f"({_FILE}: base_link)", (("sim_bridge", "base_frame"),)),
 }
 
-FALLBACKS: Mapping[tuple[str, str], Any] = {
-    ("recorder", "out_dir"): "/tmp/simforge-run",
-    ("recorder", "run_id"): "launch",
-    ("clock_master", "run_id"): "launch",
-}
-"""What a launch gives where neither an argument nor the file does, and the node's own
-default would not do (the recorder needs a directory)."""
+OUT_DIR = "/tmp/simforge-run"
+"""The recorder's directory where neither an argument nor the file names one (the node
+itself has none: it needs one)."""
+RUN_ID = "launch"
+"""The run id where neither an argument nor the file gives one."""
 
 
 @dataclass(frozen=True)
@@ -123,18 +121,16 @@ def _value(arg: str, node: str, name: str, text: str) -> Any:
 
 def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
     """What a launch starts with the launch arguments ``given`` (name -> text; an empty or
-    absent one is left to the parameter file).
+    absent one is left to the parameter file; a name not in ARGS is not looked at: launch
+    itself takes any ``name:=value``, and an including launch file may have its own).
 
     Raises:
-        ConfigError: every problem at once: an unknown argument, a bad value, a parameter
-            file that `simforge run --params-file` would refuse, or a combination the run
-            would refuse at start-up (a period given in both units, a torch driver whose
-            frame wait outlasts the clock master's call limit).
+        ConfigError: every problem at once: a bad value, a parameter file that `simforge
+            run --params-file` would refuse, or a combination the run would refuse at
+            start-up (a period given in both units, a torch driver whose frame wait
+            outlasts the clock master's call limit).
     """
     problems: list[Problem] = []
-    for arg in given:
-        if arg not in ARGS:
-            problems.append(Problem("launch arguments", arg, f"one of {', '.join(ARGS)}", given[arg]))
     params_file = Path(given.get("params_file") or default_params_file)
     try:
         from_file = read_params_file(params_file)
@@ -151,12 +147,20 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
                 handed[node][name] = _value(arg, node, name, text)
             except ConfigError as err:
                 problems.extend(err.problems)
-    for (node, name), value in FALLBACKS.items():
-        if name not in handed[node] and name not in from_file.get(node, {}):
-            handed[node][name] = value
-    driver = given.get("driver") or from_file.get("driver", {}).get("policy", spec("driver", "policy").default)
+    if not from_file.get("recorder", {}).get("out_dir"):
+        handed["recorder"].setdefault("out_dir", OUT_DIR)
+    # one run id for both nodes that take it: the manifest says the clock master's
+    run_id = handed["clock_master"].get("run_id") or from_file.get("clock_master", {}).get("run_id") \
+        or from_file.get("recorder", {}).get("run_id") or RUN_ID
+    handed["clock_master"]["run_id"] = handed["recorder"]["run_id"] = run_id
+    if given.get("driver"):
+        driver, source = given["driver"], f"launch argument driver:={given['driver']}"
+    else:
+        driver = from_file.get("driver", {}).get("policy", spec("driver", "policy").default)
+        source = str(params_file)
     if driver not in DRIVERS:
-        problems.append(Problem(f"launch argument driver:={driver}", "driver", " | ".join(DRIVERS), driver))
+        problems.append(Problem(source, "driver" if given.get("driver") else "driver.policy", " | ".join(DRIVERS),
+                                driver))
     elif driver == "external":
         del handed["driver"]
     else:

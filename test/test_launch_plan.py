@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simforge_ros.core.errors import ConfigError
-from simforge_ros.launch_plan import ARGS, DRIVERS, FALLBACKS, NODES, plan
+from simforge_ros.launch_plan import ARGS, DRIVERS, NODES, OUT_DIR, RUN_ID, plan
 from simforge_ros.params import NODE_PARAMS, spec
 from simforge_ros.runner import EXTERNAL, SURROUND
 
@@ -30,8 +30,6 @@ def test_every_argument_sets_declared_parameters_and_defaults_to_the_file():
         assert item.default == "", arg  # a default would override the parameter file
         for node, name in item.sets:
             spec(node, name)  # raises for a parameter the node does not declare
-    for node, name in FALLBACKS:
-        spec(node, name)
     assert EXTERNAL in DRIVERS
 
 
@@ -39,11 +37,12 @@ def test_with_no_argument_the_shipped_file_stands_and_the_recorder_gets_a_direct
     planned = plan({arg: "" for arg in ARGS}, SHIPPED)
     assert planned.params_file == SHIPPED
     assert planned.nodes == {
-        "recorder": {"out_dir": "/tmp/simforge-run", "run_id": "launch"},
+        "recorder": {"out_dir": OUT_DIR, "run_id": RUN_ID},
         "sim_bridge": {},
         "driver": {"policy": "route"},
-        "clock_master": {"run_id": "launch"},
+        "clock_master": {"run_id": RUN_ID},
     }
+    assert (OUT_DIR, RUN_ID) == ("/tmp/simforge-run", "launch")
 
 
 def test_arguments_are_typed_as_the_parameters_are_declared():
@@ -69,8 +68,9 @@ def test_the_parameter_file_is_not_overridden_by_arguments_not_given(tmp_path):
                            "driver:\n  ros__parameters:\n    policy: torch\n")
     planned = plan({"params_file": str(mine)}, SHIPPED)
     assert planned.params_file == mine
-    assert planned.nodes["recorder"] == {}  # the file's out_dir and run_id stand
-    assert planned.nodes["clock_master"] == {"run_id": "launch"}  # the file gives the clock master none
+    # the file's out_dir stands; its run id is the clock master's too (the manifest says that one)
+    assert planned.nodes["recorder"] == {"run_id": "mine"}
+    assert planned.nodes["clock_master"] == {"run_id": "mine"}
     assert "tf" not in planned.nodes["sim_bridge"] and "backend" not in planned.nodes["sim_bridge"]
     assert planned.nodes["driver"]["policy"] == "torch"  # the file's policy
     # an argument given overrides the file
@@ -104,12 +104,19 @@ def test_a_torch_driver_whose_frame_wait_outlasts_the_clock_master_is_refused(tm
     assert plan({"driver": "route"}, slow).nodes["driver"]["policy"] == "route"  # no frame wait
 
 
+def test_an_empty_out_dir_in_the_file_gets_the_default_and_the_file_may_name_the_node_in_any_namespace(tmp_path):
+    mine = _file(tmp_path, "recorder:\n  ros__parameters:\n    out_dir: ''\n"
+                           "/**/sim_bridge:\n  ros__parameters:\n    tf: true\n")
+    planned = plan({"params_file": str(mine)}, SHIPPED)
+    assert planned.nodes["recorder"]["out_dir"] == OUT_DIR
+    assert "tf" not in planned.nodes["sim_bridge"]  # the file's section for the bridge stands
+
+
 def test_bad_arguments_are_named_all_at_once():
     with pytest.raises(ConfigError) as err:
         plan({"real_time_factor": "fast", "carla_port": "70000", "seed": "-1", "driver": "remote",
-              "tf": "maybe", "stpes": "10"}, SHIPPED)
+              "tf": "maybe"}, SHIPPED)
     lines = str(err.value).splitlines()
-    assert "launch arguments: stpes: expected one of params_file, scenario, driver, " in lines[0]
     assert ("launch argument real_time_factor:=fast: clock_master.real_time_factor: expected a value of type "
             "float, got 'fast'") in lines
     assert ("launch argument carla_port:=70000: sim_bridge.carla_port: expected an integer in [1, 65535], "
@@ -118,7 +125,14 @@ def test_bad_arguments_are_named_all_at_once():
         in lines
     assert "launch argument tf:=maybe: sim_bridge.tf: expected a value of type bool, got 'maybe'" in lines
     assert "launch argument driver:=remote: driver: expected route | torch | external, got 'remote'" in lines
-    assert len(lines) == 6
+    assert len(lines) == 5
+
+
+def test_a_bad_driver_policy_in_the_file_is_named_with_the_file(tmp_path):
+    mine = _file(tmp_path, "driver:\n  ros__parameters:\n    policy: ''\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(mine)}, SHIPPED)
+    assert str(err.value) == f"{mine}: driver.policy: expected route | torch | external, got ''"
 
 
 def test_a_bad_parameter_file_is_refused_as_simforge_run_refuses_it(tmp_path):

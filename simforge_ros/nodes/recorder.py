@@ -508,23 +508,25 @@ class Recorder:
         before the driver's came, or the backend's, and its manifest then said the driver
         was external, or had no scenario or engine digest (about 1 run in 25 of 40 steps)."""
         due = [BACKEND] if self.assembler.steps_done > 0 and BACKEND not in self._nodes else []
-        graph: tuple[set[str], set[str]] | None = None
+        publishing: set[str] | None = None
         for participant in participants:
             role, pid = str(participant.role), int(participant.pid)
             heard = self._nodes.get(role)
             if heard is not None and (not pid or (heard.get("process") or {}).get("pid") == pid):
                 continue
             named = [n for n in str(participant.node).split(", ") if n]
-            if not named:
-                continue  # the graph named no node for it: nothing to wait for
-            if graph is None:
-                graph = ({ns.rstrip("/") + "/" + name for name, ns in self.node.get_node_names_and_namespaces()},
-                         {info.node_namespace.rstrip("/") + "/" + info.node_name
-                          for info in self.node.get_publishers_info_by_topic(topics.NODE_PARAMS)})
-            known, publishing = graph
-            if any(n not in known or n in publishing for n in named):  # a node not yet known: wait too
+            if publishing is None and named:
+                publishing = {info.node_namespace.rstrip("/") + "/" + info.node_name
+                              for info in self.node.get_publishers_info_by_topic(topics.NODE_PARAMS)}
+            if any(n in (publishing or ()) for n in named):  # one that has left the graph: not awaited
                 due.append(role)
         return due
+
+    def _params_grace_s(self) -> float:
+        """How long Finish waits for parameters still due: _PARAMS_GRACE_S, or less when
+        the clock master gives the Finish call less time than several of that."""
+        limit_ms = ((self._nodes.get("clock_master") or {}).get("params") or {}).get("participant_timeout_ms")
+        return min(_PARAMS_GRACE_S, 0.3 * limit_ms / 1000.0) if isinstance(limit_ms, int) else _PARAMS_GRACE_S
 
     def _poll_progress(self) -> None:
         """Wake the Finish wait now and then, also when no step completes (wall_deadline)."""
@@ -558,7 +560,7 @@ class Recorder:
                 if time.monotonic() >= wall_info_deadline:
                     break
             elif self._params_due(request.participants):
-                wall_params_deadline = wall_params_deadline or time.monotonic() + _PARAMS_GRACE_S
+                wall_params_deadline = wall_params_deadline or time.monotonic() + self._params_grace_s()
                 if time.monotonic() >= wall_params_deadline:
                     break
             else:
