@@ -90,6 +90,11 @@ ELAPSED_TOL_US = 1.0
 ELAPSED_REL_TOL = 1e-7
 SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road (CARLA refuses a spawn into it)
 SETTLE_US = 1_000_000  # and left that long, braked, to come to rest on its wheels before tick 0
+# CARLA's physics covers a tick with at most max_substeps substeps of max_substep_delta_time
+# (fixed_delta_seconds <= their product, docs "Synchrony and time-step"); past that the
+# vehicles fall behind the clock without a word. A longer tick is given more substeps, up to
+# this many (the engine's own limit), and refused beyond.
+MAX_SUBSTEPS = 16
 # A scenario signal drives the town's traffic light nearest its position, within this.
 SIGNAL_MATCH_M = 10.0
 _LIGHT_STATES = {"red": "Red", "yellow": "Yellow", "green": "Green"}  # -> carla.TrafficLightState
@@ -182,6 +187,7 @@ class CarlaBackend:
         self._replays = [PathReplay(a.path) for a in self._scenario.actors]
         self._images = _Images()
         self._world: Any = None
+        self._map: Any = None  # the world's map, asked for once a load ("expensive", CARLA's docs say)
         self._saved_settings: Any = None
         self._actors: list[Any] = []  # scripted, in the scenario's order
         self._actor_z: list[float] = []  # the height each was spawned at, kept
@@ -231,13 +237,14 @@ class CarlaBackend:
         except Exception as err:  # noqa: BLE001 - the client raises RuntimeError on a time-out, others elsewhere
             raise ParticipantError(-1, f"carla: no server answered at {opts.host}:{opts.port} "
                                        f"within {opts.timeout_ms} ms ({type(err).__name__}: {err})") from None
-        self._world = world
+        self._world, self._map = world, None
         self._version = f"carla {server} (client {client.get_client_version()}), {BACKEND_VERSION}"
         try:
             self._saved_settings = world.get_settings()
             settings = world.get_settings()
             settings.synchronous_mode = True
             settings.fixed_delta_seconds = self._dt_s
+            self._cover_with_substeps(settings)
             world.apply_settings(settings)
             got = world.get_settings()
         except RuntimeError as err:  # the client's time-out
@@ -265,6 +272,23 @@ class CarlaBackend:
                            scenario_sha256=self._scenario.source_sha256,
                            duration_us=self._scenario.duration_us, version=self._version)
 
+    def _cover_with_substeps(self, settings: Any) -> None:
+        """Give a tick longer than CARLA's physics substeps cover more of them.
+
+        Raises:
+            RateNotMultiple: the tick is longer than MAX_SUBSTEPS substeps cover.
+        """
+        substep_s = float(getattr(settings, "max_substep_delta_time", 0.0) or 0.0)
+        if not getattr(settings, "substepping", False) or substep_s <= 0:
+            return
+        if self._dt_s > substep_s * int(settings.max_substeps) * (1 + DELTA_REL_TOL):
+            settings.max_substeps = math.ceil(self._dt_s / substep_s * (1 - DELTA_REL_TOL))
+            if settings.max_substeps > MAX_SUBSTEPS:
+                raise RateNotMultiple(-1, (
+                    f"carla: a tick of {self._tick_us} us is longer than the server's physics covers "
+                    f"({MAX_SUBSTEPS} substeps of {substep_s:g} s): its vehicles would fall behind the clock; "
+                    "give sim_bridge.tick_us a shorter tick (a whole number of them a step)"))
+
     def _spawn(self, world: Any) -> None:
         carla, opts = self._carla, self._options
         library = world.get_blueprint_library()
@@ -283,7 +307,6 @@ class CarlaBackend:
         box = ego.bounding_box
         self._axle_ahead_m = self._scenario.ego.vehicle.box_offset_m - float(box.location.x)
         origin_height_m = float(box.extent.z) - float(box.location.z)  # the origin above the box's bottom
-        self._max_steer_rad = math.radians(float(ego.get_physics_control().wheels[0].max_steer_angle))
         c, s = math.cos(start.yaw_rad), math.sin(start.yaw_rad)
         ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
                                           ground + SPAWN_LIFT_M, start.yaw_rad))
@@ -291,6 +314,9 @@ class CarlaBackend:
         ego.apply_control(carla.VehicleControl(throttle=0.0, steer=0.0, brake=1.0, hand_brake=True))
         for _ in range(-(-SETTLE_US // self._tick_us)):
             world.tick(opts.timeout_ms / 1000.0)
+        # asked once the ego has been ticked: CARLA 0.10 makes a vehicle's wheels only after
+        # the frame it was spawned in (asked before, its source says, the server may crash)
+        self._max_steer_rad = self._max_steer(ego)
         rest = ego.get_transform()  # its height on the road; x, y and yaw set once more from the scenario
         ego.set_transform(self._transform(start.x_m + self._axle_ahead_m * c, start.y_m + self._axle_ahead_m * s,
                                           float(rest.location.z), start.yaw_rad))
@@ -401,9 +427,24 @@ class CarlaBackend:
         speed = self._scenario.ego.start_speed_mps
         return speed * math.cos(yaw), speed * math.sin(yaw), speed
 
+    @staticmethod
+    def _max_steer(ego: Any) -> float:
+        """The ego's largest steering angle, radians: its steered wheels' smallest maximum
+        (the front-left one need not be the first wheel listed).
+
+        Raises:
+            ParticipantError: the blueprint reports no wheel that steers.
+        """
+        angles = [float(w.max_steer_angle) for w in ego.get_physics_control().wheels if float(w.max_steer_angle) > 0]
+        if not angles:
+            raise ParticipantError(-1, f"carla: the ego ({ego.type_id}) reports no wheel that steers")
+        return math.radians(min(angles))
+
     def _ground_z(self, world: Any, x_m: float, y_m: float) -> float:
         cx, cy, _ = to_carla_xy_yaw(x_m, y_m, 0.0)
-        waypoint = world.get_map().get_waypoint(self._carla.Location(x=cx, y=cy, z=0.0), project_to_road=True)
+        if self._map is None:
+            self._map = world.get_map()
+        waypoint = self._map.get_waypoint(self._carla.Location(x=cx, y=cy, z=0.0), project_to_road=True)
         return float(waypoint.transform.location.z) if waypoint is not None else 0.0
 
     def _transform(self, x_m: float, y_m: float, z_m: float, yaw_rad: float) -> Any:

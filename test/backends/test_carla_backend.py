@@ -228,6 +228,51 @@ def test_another_client_ticking_the_world_is_refused_time_drift(carla, monkeypat
     assert "another client advances the world" in err.value.detail and f"t_us={7 * TICK_US}" in err.value.detail
 
 
+def test_a_tick_longer_than_the_physics_substeps_cover_gets_more_of_them_or_is_refused(carla):
+    """fixed_delta_seconds must not exceed max_substep_delta_time x max_substeps (0.1 s by
+    default): past that CARLA's vehicles fall behind its clock without a word."""
+    world = carla.Client().get_world()
+    b = backend(cameras=(), tick_us=150_000)
+    b.load(0)
+    settings = world.get_settings()
+    assert (settings.fixed_delta_seconds, settings.max_substep_delta_time, settings.max_substeps) == (0.15, 0.01, 15)
+    b.close()
+    backend(cameras=(), tick_us=100_000).load(0)
+    assert world.get_settings().max_substeps == 10  # covered already: the server's own
+    with pytest.raises(RateNotMultiple) as err:
+        backend(cameras=(), tick_us=170_000).load(0)
+    assert err.value.detail.startswith("carla: a tick of 170000 us is longer than the server's physics covers "
+                                       "(16 substeps of 0.01 s)")
+
+
+def test_the_map_is_asked_for_once_a_load(carla, monkeypatch):
+    """CARLA's docs: get_map "is expensive, and should only be called once"; the ground's
+    height under the ego and every scripted actor was asked of a fresh one each time."""
+    calls = []
+    get_map = carla.World.get_map
+    monkeypatch.setattr(carla.World, "get_map", lambda self: calls.append(1) or get_map(self))
+    b = backend(cameras=())
+    b.load(0)
+    assert len(calls) == 1
+    b.load(0)
+    assert len(calls) == 2  # a reload may be another town
+
+
+def test_the_ego_steers_as_far_as_its_steered_wheels_allow_whichever_is_listed_first(carla, monkeypatch):
+    """A full left steer is the steered wheels' maximum angle; the first wheel listed need
+    not be a steered one."""
+    wheels = [carla.WheelPhysicsControl(0.0), carla.WheelPhysicsControl(0.0), carla.WheelPhysicsControl(35.0),
+              carla.WheelPhysicsControl(35.0)]
+    monkeypatch.setattr(carla.Vehicle, "get_physics_control", lambda self: carla.VehiclePhysicsControl(wheels))
+    b = backend(cameras=())
+    b.load(0)
+    b.advance(math.radians(35.0), 0.0, 1)
+    assert b._ego.get_control().steer == pytest.approx(-1.0)  # CARLA's steer > 0 turns right
+    wheels[:] = [carla.WheelPhysicsControl(0.0)] * 4
+    with pytest.raises(ParticipantError, match=r"carla: the ego \(vehicle\.lincoln\.mkz\) reports no wheel that "):
+        backend(cameras=()).load(0)
+
+
 def test_a_server_that_stays_asynchronous_is_refused_at_load(carla, monkeypatch):
     monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "no_sync")
     with pytest.raises(RateNotMultiple) as err:
