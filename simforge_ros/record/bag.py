@@ -23,12 +23,23 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, cast
 
-from rosbags.interfaces import Connection, Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.interfaces import (
+    Connection,
+    ConnectionExtRosbag2,
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import CompressionMode, StoragePlugin
 from rosbags.rosbag2.storage_mcap import (
+    Channel,
     McapWriter,
     PendingChunk,
+    write_channel,
     write_record,
     write_string,
     write_uint16,
@@ -123,11 +134,29 @@ class _Parts:
 
 class _LeanMcapWriter(McapWriter):
     """rosbags' MCAP storage with the pending chunk kept as references (see _Parts):
-    the bytes in the file are exactly those rosbags writes (same records, same order)."""
+    the bytes in the file are exactly those rosbags writes (same records, same order),
+    but for each channel's ``topic_type_hash`` (add_connection)."""
 
     def __init__(self, path: Path, compression: CompressionMode) -> None:
         super().__init__(path, compression)
         self.chunk.bio = _Parts()  # type: ignore[assignment]
+
+    def add_connection(self, connection: Connection, offered_qos_profiles: str) -> None:
+        """A channel whose metadata also holds its type's hash (``topic_type_hash``), as
+        rosbag2's own MCAP plugin writes it: a tool reading the .mcap without its
+        metadata.yaml (``ros2 bag reindex``, rosbag2_py on the file) reads each topic's
+        type hash from there, and got an empty one."""
+        metadata = BytesIO()  # rosbags' add_connection, with the hash after the QoS offers
+        write_string(metadata, "offered_qos_profiles")
+        write_string(metadata, offered_qos_profiles)
+        if connection.digest:
+            write_string(metadata, "topic_type_hash")
+            write_string(metadata, connection.digest)
+        ext = cast("ConnectionExtRosbag2", connection.ext)
+        self.channels.append(Channel(connection.id, connection.msgtype, connection.topic, ext.serialization_format,
+                                     metadata.getvalue()))
+        self.channel_stats[connection.id] = 0
+        write_channel(self.chunk.bio, self.channels[-1], self.schemas)
 
     def write(self, connection: Connection, timestamp: int, data: bytes | memoryview) -> None:
         """A message record (opcode 0x05): channel id, sequence 0, log and publish time,

@@ -1,13 +1,19 @@
-"""The bag writer's lean MCAP storage writes exactly the bytes rosbags' own writer does."""
+"""The bag writer's lean MCAP storage writes exactly the bytes rosbags' own writer does,
+but for each channel's type hash, which rosbag2's own MCAP plugin writes too."""
 
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
+import pytest
+import yaml
 from rosbags.rosbag2 import Reader, Writer
 from rosbags.rosbag2.enums import StoragePlugin
+from rosbags.rosbag2.storage_mcap import McapWriter
 
+from simforge_ros.record import bag as bag_module
 from simforge_ros.record.bag import BackgroundBagWriter, BagWriter, offered_qos, typestore
 
 IMAGE = "sensor_msgs/msg/Image"
@@ -38,11 +44,14 @@ def _with_rosbags(path: Path, messages: list[tuple[str, str, int, bytes]]) -> No
             writer.write(conns[topic], t_ns, raw)
 
 
-def test_lean_mcap_file_is_byte_identical_to_rosbags(tmp_path: Path) -> None:
+def test_lean_mcap_file_is_byte_identical_to_rosbags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     messages = _messages()
     (tmp_path / "ref").mkdir()
     (tmp_path / "lean").mkdir()
+    # rosbags' own writer with the lean one's channels (their type hash): every other byte its own
+    monkeypatch.setattr(McapWriter, "add_connection", bag_module._LeanMcapWriter.add_connection)
     _with_rosbags(tmp_path / "ref" / "bag", messages)  # same bag name: the metadata names the file
+    monkeypatch.undo()
     with BagWriter(tmp_path / "lean" / "bag") as bag:
         for message in messages:
             bag.write(*message)
@@ -89,3 +98,44 @@ def test_the_bag_records_the_qos_each_topic_is_published_with(tmp_path: Path) ->
     with Reader(tmp_path / "bag") as reader:  # and it reads back with rosbags
         assert {c.topic: c.ext.offered_qos_profiles[0].durability.name for c in reader.connections} == {
             topics.CLOCK: "VOLATILE", topics.STATUS: "TRANSIENT_LOCAL"}
+
+
+def _channel_metadata(path: Path) -> dict[str, dict[str, str]]:
+    """Topic -> metadata of the channel records in an MCAP file's summary section."""
+    data = path.read_bytes()
+    pos, out = 8, {}
+    while pos + 9 <= len(data) - 8:
+        op, length = data[pos], struct.unpack_from("<Q", data, pos + 1)[0]
+        body = data[pos + 9:pos + 9 + length]
+        pos += 9 + length
+        if op != 0x04:
+            continue
+        at, strings = 4, []
+        for _ in range(2):  # topic, message encoding
+            (n,) = struct.unpack_from("<I", body, at)
+            strings.append(body[at + 4:at + 4 + n].decode())
+            at += 4 + n
+        (size,) = struct.unpack_from("<I", body, at)
+        at, end, pairs = at + 4, at + 4 + size, []
+        while at < end:
+            (n,) = struct.unpack_from("<I", body, at)
+            pairs.append(body[at + 4:at + 4 + n].decode())
+            at += 4 + n
+        out[strings[0]] = dict(zip(pairs[::2], pairs[1::2], strict=True))
+    return out
+
+
+def test_each_channel_names_its_type_hash_as_rosbag2s_mcap_plugin_writes_it(tmp_path: Path) -> None:
+    """A tool reading the .mcap without its metadata.yaml (ros2 bag reindex, rosbag2_py on
+    the file) takes each topic's type hash from the channel: it found none."""
+    with BagWriter(tmp_path / "bag") as bag:
+        for message in _messages()[:5]:
+            bag.write(*message)
+    meta = yaml.safe_load((tmp_path / "bag" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    hashes = {t["topic_metadata"]["name"]: t["topic_metadata"]["type_description_hash"]
+              for t in meta["topics_with_message_count"]}
+    channels = _channel_metadata(tmp_path / "bag" / "bag.mcap")
+    assert set(channels) == set(hashes) and len(channels) == 5
+    for topic, metadata in channels.items():
+        assert metadata["topic_type_hash"] == hashes[topic] and hashes[topic].startswith("RIHS01_")
+        assert list(metadata) == ["offered_qos_profiles", "topic_type_hash"]
