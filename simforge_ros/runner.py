@@ -162,7 +162,8 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
                          "run_id": spec.run_id, "record": spec.record},
         "sim_bridge": {"scenario": spec.scenario, "faults": plan.specs()},
         "driver": {"policy": spec.driver, "scenario": spec.scenario, "faults": plan.specs()},
-        "recorder": {"out_dir": str(spec.out_dir), "run_id": spec.run_id, "faults": plan.specs()},
+        "recorder": {"out_dir": str(spec.out_dir), "run_id": spec.run_id, "faults": plan.specs(),
+                     "await_driver": spec.driver != EXTERNAL},
     }
     sets = validate(spec.sets, "--set")
     if spec.driver == "torch":  # the bridge renders what the planner looks at (a --set of its own wins)
@@ -350,15 +351,33 @@ def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
     from simforge_ros.process_tuning import tune_process
 
-    for key in ("ROS_LOG_DIR", "ROS_HOME", "RMW_IMPLEMENTATION"):
-        os.environ.setdefault(key, lease.env[key])
+    os.environ.setdefault("RMW_IMPLEMENTATION", lease.env["RMW_IMPLEMENTATION"])
     os.environ[DISCOVERY_VAR] = lease.env[DISCOVERY_VAR]  # the range the user asked for, or LOCALHOST
     tune_process()  # what every node process does first (see process_tuning)
-    with _thread_deaths() as died:
+    # this run's log directory, as a node process of the processes layout gets it: rclpy
+    # configures logging at a run's first context and ends it with its last, so each run of
+    # a --repeat logs into its own logs/ (they all went into the first run's)
+    with _environ({"ROS_LOG_DIR": lease.env["ROS_LOG_DIR"], "ROS_HOME": lease.env["ROS_HOME"]}), \
+            _thread_deaths() as died:
         result = _step_single(spec, params_file, lease.domain_id, on_step)
     if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
         return _refuse_unclean(spec, result, died)
     return result
+
+
+@contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in os.environ for the duration, then what was there before."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextmanager

@@ -73,6 +73,21 @@ def test_seconds_no_whole_number_of_microseconds_are_a_recorded_refusal(tmp_path
     assert manifest["steps"] == 0
 
 
+def test_each_single_run_in_one_process_logs_into_its_own_run_directory(tmp_path):
+    """As each node process of the processes layout does. In one process (`simforge run
+    --layout single --repeat N`) every run's log went into the first run's logs/."""
+    import os
+
+    before = os.environ["ROS_LOG_DIR"]
+    runs = [lockstep(tmp_path, steps=10, layout="single", faults=(f"drop_frame@{k}",)) for k in (3, 6)]
+    assert os.environ["ROS_LOG_DIR"] == before  # given back
+    for result, k in zip(runs, (3, 6), strict=True):
+        assert _refusal(result) == ("missing_frame", k)
+        text = "".join(p.read_text() for p in (Path(result.run_dir) / "logs").glob("*.log"))
+        assert f"refused: missing_frame at step {k}:" in text and "missing_frame at step" in text
+        assert text.count("refused: missing_frame at step") == 1  # its own refusal only
+
+
 def test_a_whole_number_camera_period_in_seconds_is_accepted(tmp_path):
     result = lockstep(tmp_path, steps=12, layout="single", sets={"sim_bridge": {"camera_period_s": 0.2}})
     assert result.status == "counted"
