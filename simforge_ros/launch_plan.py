@@ -165,6 +165,8 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
         del handed["driver"]
     else:
         handed["driver"]["policy"] = driver
+    # the driver node's parameters reach the recorder before step 0 (an external one has none)
+    handed["recorder"]["await_driver"] = driver != "external"
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")

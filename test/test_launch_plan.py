@@ -37,7 +37,7 @@ def test_with_no_argument_the_shipped_file_stands_and_the_recorder_gets_a_direct
     planned = plan({arg: "" for arg in ARGS}, SHIPPED)
     assert planned.params_file == SHIPPED
     assert planned.nodes == {
-        "recorder": {"out_dir": OUT_DIR, "run_id": RUN_ID},
+        "recorder": {"out_dir": OUT_DIR, "run_id": RUN_ID, "await_driver": True},
         "sim_bridge": {},
         "driver": {"policy": "route"},
         "clock_master": {"run_id": RUN_ID},
@@ -69,7 +69,7 @@ def test_the_parameter_file_is_not_overridden_by_arguments_not_given(tmp_path):
     planned = plan({"params_file": str(mine)}, SHIPPED)
     assert planned.params_file == mine
     # the file's out_dir stands; its run id is the clock master's too (the manifest says that one)
-    assert planned.nodes["recorder"] == {"run_id": "mine"}
+    assert planned.nodes["recorder"] == {"run_id": "mine", "await_driver": True}
     assert planned.nodes["clock_master"] == {"run_id": "mine"}
     assert "tf" not in planned.nodes["sim_bridge"] and "backend" not in planned.nodes["sim_bridge"]
     assert planned.nodes["driver"]["policy"] == "torch"  # the file's policy
@@ -77,9 +77,13 @@ def test_the_parameter_file_is_not_overridden_by_arguments_not_given(tmp_path):
     assert plan({"params_file": str(mine), "tf": "false"}, SHIPPED).nodes["sim_bridge"]["tf"] is False
 
 
-def test_an_external_driver_starts_no_driver_node():
-    assert "driver" not in plan({"driver": EXTERNAL}, SHIPPED).nodes
-    assert plan({"driver": "torch"}, SHIPPED).nodes["driver"]["policy"] == "torch"
+def test_an_external_driver_starts_no_driver_node_and_the_recorder_awaits_no_drivers_parameters():
+    """An external driver publishes no simforge parameters; the driver node's must reach
+    the recorder before step 0, or a short run may end before they come."""
+    external = plan({"driver": EXTERNAL}, SHIPPED).nodes
+    assert "driver" not in external and external["recorder"]["await_driver"] is False
+    torch = plan({"driver": "torch"}, SHIPPED).nodes
+    assert torch["driver"]["policy"] == "torch" and torch["recorder"]["await_driver"] is True
 
 
 def test_the_torch_planner_gets_the_cameras_it_looks_at(tmp_path):

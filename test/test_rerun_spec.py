@@ -38,6 +38,16 @@ def test_the_bridge_renders_what_the_torch_planner_looks_at() -> None:
     assert "cameras" not in node_params(SPECS[0])["sim_bridge"]  # the route follower: the default rig
 
 
+def test_the_recorder_awaits_the_driver_nodes_parameters_unless_the_driver_is_external() -> None:
+    """Before step 0, as the clock master's and the bridge's: a short run could end before
+    the driver's reached the recorder, whose manifest then called the driver external."""
+    assert node_params(SPECS[0])["recorder"]["await_driver"] is True
+    assert node_params(SPECS[1])["recorder"]["await_driver"] is True  # torch
+    assert node_params(SPECS[2])["recorder"]["await_driver"] is False  # external: it publishes none
+    mine = RunSpec("right_turn", Path("/runs/a"), "a", driver="external", sets={"recorder": {"await_driver": True}})
+    assert node_params(mine)["recorder"]["await_driver"] is True  # an external driver that publishes some
+
+
 def _without_names(params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {node: {k: v for k, v in values.items() if k not in ("run_id", "out_dir")}
             for node, values in params.items()}

@@ -104,6 +104,7 @@ _RECORDS: dict[str, tuple[Any, str, str | None]] = {
 _STAMP_ONLY = frozenset({"rosgraph_msgs/msg/Clock", "sensor_msgs/msg/CameraInfo"})
 BRIDGE_NODE = "sim_bridge"  # the bridge's node name (nodes.sim_bridge.NAME)
 _HEARD_FROM = {"clock_master", BRIDGE_NODE}  # whose latched parameters must have arrived first
+_AWAIT_SAY_S = 2.0  # wall clock: when to say whose parameters Finish still waits for
 _MATCH_POLL_S = 0.01  # wall clock: how often the readers' matches are checked before Finish
 # Wall clock: steps.jsonl (and the bag, BackgroundBagWriter.checkpoint) is flushed at the
 # first record and then at most this long after the last flush, so a recorder killed
@@ -169,6 +170,14 @@ class Recorder:
         self._tf_digests = TransformDigests()  # /tf and /tf_static (sim_bridge.tf, camera_tf), the same
         self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's and markers', the same
         self._nodes: dict[str, Any] = {}
+        # Whose latched parameters must have come before Finish is offered. The driver's
+        # only with await_driver (a driver node of ours): a short run could otherwise end
+        # before they came, and its manifest called the driver external (7 of 365 runs of
+        # the processes layout, after Finish had learnt to wait for them: the recorder's
+        # graph did not yet show the driver publishing them, see _params_due).
+        self._heard_from = _HEARD_FROM | ({"driver"} if values["await_driver"] else set())
+        self._awaited_since = time.monotonic()
+        self._awaited_said = False
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
         self._progress: Future | None = None
@@ -258,7 +267,8 @@ class Recorder:
         self._final = True
 
     def _offer_finish(self) -> None:
-        if self.offering or not self._nodes.keys() >= _HEARD_FROM:
+        if self.offering or not self._nodes.keys() >= self._heard_from:
+            self._say_whose_params_are_awaited()
             return
         side = [sub for param, sub, _, _ in self._per_step if self._bridge_param(param) is True]
         if any(sub.get_publisher_count() < 1 for sub in self._step_subs + self._bridge_camera_subs() + side):
@@ -270,6 +280,18 @@ class Recorder:
             on_finish = losing_answer(on_finish, lose.step, lambda request: int(request.expected_steps))
         self.node.create_service(Finish, topics.FINISH_SERVICE, on_finish)
         self.offering = True
+
+    def _say_whose_params_are_awaited(self) -> None:
+        """Once, after _AWAIT_SAY_S: whose parameters hold Finish back (a clock master that
+        gives up names only the Finish service)."""
+        missing = sorted(self._heard_from - self._nodes.keys())
+        if self._awaited_said or not missing or time.monotonic() - self._awaited_since < _AWAIT_SAY_S:
+            return
+        self._awaited_said = True
+        self.node.get_logger().warning(
+            f"Finish is not offered until the parameters of {', '.join(missing)} have come on "
+            f"{topics.NODE_PARAMS}" + (" (recorder.await_driver is true: an external driver publishes none)"
+                                       if "driver" in missing else ""))
 
     def _bridge_param(self, name: str) -> Any:
         """A parameter of the bridge's, as its latched parameters said (None: not yet)."""

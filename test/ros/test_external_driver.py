@@ -182,6 +182,23 @@ def test_a_drivers_parameters_that_come_after_the_last_step_are_waited_for(tmp_p
     assert manifest["digests"]["scenario_file"] is not None  # the bridge's backend, published at its reset
 
 
+def test_a_recorder_told_to_await_the_drivers_parameters_does_not_start_the_run_without_them(tmp_path, monkeypatch):
+    """recorder.await_driver (set whenever simforge run or the launch file starts the
+    driver node) holds Finish, and so step 0, until the driver's parameters have come: an
+    external driver publishes none, so a run told to await them never starts, and the
+    recorder says why."""
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "driver.log"):
+            result = lockstep(tmp_path, steps=5, layout="processes", driver="external",
+                              sets={"recorder": {"await_driver": True}, "clock_master": {"startup_timeout_ms": 4000}})
+    assert (result.refusal["code"], result.refusal["step"]) == ("participant_timeout", -1)
+    assert "recorder service /simforge/finish did not appear within 4 s" in result.refusal["detail"]
+    log = (Path(result.run_dir) / "logs" / "recorder.log").read_text()
+    assert ("Finish is not offered until the parameters of driver have come on /simforge/node_params "
+            "(recorder.await_driver is true: an external driver publishes none)") in log
+
+
 def test_two_drivers_serving_decide_are_named_as_the_graph_knows_them(tmp_path, monkeypatch):
     """Either answers a request first: the run is refused when their answers alternate
     (participant_lost). The manifest names the serving nodes the run's graph knows at its
