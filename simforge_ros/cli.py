@@ -278,9 +278,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def _repeat_summary(results: list[RunResult]) -> str:
     """The line after a --repeat: did the runs repeat bit for bit, and if not, how to see
-    how far apart they are."""
-    outcomes = {(r.status, json.dumps(r.refusal, sort_keys=True), r.steps, r.chain_digest, r.frames_digest)
-                for r in results}
+    how far apart they are. A refusal repeats by its code and step, as `simforge rerun`
+    compares it: its detail may name a process id (kill=driver@5: "driver (pid N) is
+    gone"), and ten identical killed runs were said to be ten different outcomes."""
+    outcomes = {(r.status, (r.refusal or {}).get("code"), (r.refusal or {}).get("step"), r.steps, r.chain_digest,
+                 r.frames_digest) for r in results}
     if len(outcomes) == 1:
         first = results[0]
         frames = f", frames {first.frames_digest[:16]}" if first.frames_digest else ""

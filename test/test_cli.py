@@ -83,3 +83,9 @@ def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
     apart = [_result("a"), _result("b", chain="d" * 64), _result("c b", code="missing_frame")]
     assert cli._repeat_summary(apart) == ("3 runs, 3 different outcomes; how far apart: "
                                           "simforge spread /runs/a /runs/b '/runs/c b'")
+    # a refusal repeats by its code and step: its detail may name a process id
+    killed = [_result(r, code="participant_lost") for r in ("a", "b")]
+    killed[1].refusal["detail"] = "driver (pid 4242) is gone"
+    assert cli._repeat_summary(killed) == f"all 2 runs repeated bit for bit: chain {'c' * 16}, frames {'f' * 16}"
+    killed[1].refusal["step"] = 4
+    assert cli._repeat_summary(killed).startswith("2 runs, 2 different outcomes; ")
