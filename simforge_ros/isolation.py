@@ -258,3 +258,19 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
             handle.close()
         if own_tmp is not None:
             own_tmp.cleanup()
+
+
+@contextmanager
+def environ_set(values: Mapping[str, str]) -> Iterator[None]:
+    """``values`` in os.environ for the duration, then what was there before (a run or a
+    salvage in this process sets its own log directory and discovery range)."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value

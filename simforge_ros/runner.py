@@ -43,6 +43,7 @@ from simforge_ros.isolation import (
     DomainLease,
     check_rmw,
     discovery_range,
+    environ_set,
     hold_domain,
     lease_domain,
     user_domain,
@@ -357,27 +358,12 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     # this run's log directory, as a node process of the processes layout gets it: rclpy
     # configures logging at a run's first context and ends it with its last, so each run of
     # a --repeat logs into its own logs/ (they all went into the first run's)
-    with _environ({"ROS_LOG_DIR": lease.env["ROS_LOG_DIR"], "ROS_HOME": lease.env["ROS_HOME"]}), \
+    with environ_set({"ROS_LOG_DIR": lease.env["ROS_LOG_DIR"], "ROS_HOME": lease.env["ROS_HOME"]}), \
             _thread_deaths() as died:
         result = _step_single(spec, params_file, lease.domain_id, on_step)
     if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
         return _refuse_unclean(spec, result, died)
     return result
-
-
-@contextmanager
-def _environ(values: Mapping[str, str]) -> Iterator[None]:
-    """``values`` in os.environ for the duration, then what was there before."""
-    before = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextmanager

@@ -418,7 +418,7 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
     import rclpy
     from rosbags.serde import SerdeError
 
-    from simforge_ros.isolation import lease_domain
+    from simforge_ros.isolation import environ_set, lease_domain
     from simforge_ros.nodes.recorder import Recorder
 
     def feed(messages: Iterable[Message], into: Path, context: Any) -> tuple[int, int]:
@@ -447,22 +447,13 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
             recorder.node.destroy_node()
             rclpy.shutdown(context=context)
 
-    with lease_domain() as lease:
-        saved = {k: os.environ.get(k) for k in ("ROS_AUTOMATIC_DISCOVERY_RANGE", "ROS_LOG_DIR")}
-        os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "OFF"
-        os.environ["ROS_LOG_DIR"] = lease.env["ROS_LOG_DIR"]
-        try:
-            with tempfile.TemporaryDirectory(prefix="simforge-salvage-") as scratch:
-                done, decision_us = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
-            last_ns = done * decision_us * 1000
-            kept = (m for m in prefix.messages() if m.t_ns <= last_ns or m.topic in _WHENEVER)
-            feed(kept, out, rclpy.Context())
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with lease_domain() as lease, environ_set({"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF",
+                                               "ROS_LOG_DIR": lease.env["ROS_LOG_DIR"]}):
+        with tempfile.TemporaryDirectory(prefix="simforge-salvage-") as scratch:
+            done, decision_us = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
+        last_ns = done * decision_us * 1000
+        kept = (m for m in prefix.messages() if m.t_ns <= last_ns or m.topic in _WHENEVER)
+        feed(kept, out, rclpy.Context())
     return step_records_of(out / STEPS)
 
 
