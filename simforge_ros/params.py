@@ -140,10 +140,10 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("run_id", "str", "", "run id"),
         ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3"),
         ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages", positive=True),
-        ParamSpec("await_driver", "bool", False,
+        ParamSpec("await_driver", "bool", True,
                   "before step 0, wait for the driver node's parameters too, as for the clock master's and the "
-                  "bridge's (simforge run and the launch file set it when they start the driver node; an "
-                  "external driver publishes none)"),
+                  "bridge's (false for an external driver, which publishes none: simforge run and the launch "
+                  "file set it so)"),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
     ),
 }

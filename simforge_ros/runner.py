@@ -122,6 +122,10 @@ def new_run_id(scenario: str, seed: int, index: int) -> str:
     return f"{Path(scenario).stem}-s{seed}-{index:02d}-{secrets.token_hex(3)}"
 
 
+# parameters node_params derives from the run options, not settings of their own
+# (`simforge info` leaves them out): node -> names
+DERIVED_PARAMS: dict[str, tuple[str, ...]] = {"recorder": ("await_driver",)}
+
 # the parameters node_params takes from RunSpec fields: node -> {parameter: field}
 SPEC_PARAMS: dict[str, dict[str, str]] = {
     "clock_master": {"seed": "seed", "steps": "steps", "latency_us": "latency_us", "run_id": "run_id",

@@ -37,13 +37,14 @@ def settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
     options said apart (scenario, seed, steps, latency, driver, faults, names): what made
     this run other than a plain `simforge run SCENARIO`."""
     from simforge_ros.params import NODE_PARAMS
-    from simforge_ros.runner import SPEC_PARAMS
+    from simforge_ros.runner import DERIVED_PARAMS, SPEC_PARAMS
 
     found: dict[str, Any] = {}
     for node, specs in NODE_PARAMS.items():
         params = _at(manifest, "nodes", node, "params")
+        said_apart = {*SPEC_PARAMS.get(node, {}), *DERIVED_PARAMS.get(node, ())}
         for spec in specs:
-            if spec.name in params and spec.name not in SPEC_PARAMS.get(node, {}) and params[spec.name] != spec.default:
+            if spec.name in params and spec.name not in said_apart and params[spec.name] != spec.default:
                 found[f"{node}.{spec.name}"] = params[spec.name]
     return found
 

@@ -10,6 +10,17 @@ from simforge_ros.record.info import describe, main, run_info
 from simforge_ros.record.rundir import load_run
 
 
+def test_what_simforge_run_derives_from_its_options_is_no_setting(make_run):
+    """recorder.await_driver follows --driver (false for an external one): said on the
+    driver line, not among the settings a plain `simforge run SCENARIO` would not have."""
+    run = make_run("external", steps=5)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["nodes"]["recorder"] = {"params": {"await_driver": False, "storage": "sqlite3"}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    settings = run_info(load_run(run))["settings"]
+    assert "recorder.await_driver" not in settings and settings["recorder.storage"] == "sqlite3"
+
+
 def test_a_counted_run_its_setup_digests_and_topics(make_run):
     run = make_run("kept", steps=60)
     info = run_info(load_run(run))
