@@ -56,16 +56,18 @@ def _shell_and_probe(ros_lease, tmp_path, node_params, make_shell, probe_name):
         rclpy.shutdown(context=context)
 
 
-@pytest.mark.parametrize("last", ["state writer", "bridge parameters"])
+@pytest.mark.parametrize("last", ["state writer", "bridge parameters", "driver parameters"])
 def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, tmp_path, last):
+    """The driver's parameters are awaited too (recorder.await_driver, true unless the
+    driver is external): a short run could end before they came."""
     node_params = {"recorder": {"out_dir": str(tmp_path / "run")}}
     with _shell_and_probe(ros_lease, tmp_path, node_params, Recorder, "startup_probe") as (recorder, probe, spin_for):
         finish = probe.create_client(Finish, topics.FINISH_SERVICE)
         writers = [probe.create_publisher(cls, topic, RECORD_QOS) for cls, topic in WRITERS[:-1]]
         latched = [publish_node_params(probe, "clock_master", {})]
-        if last == "state writer":
-            latched.append(publish_node_params(probe, "sim_bridge", {}))
-        else:
+        missing = {"bridge parameters": "sim_bridge", "driver parameters": "driver"}.get(last)
+        latched += [publish_node_params(probe, node, {}) for node in ("sim_bridge", "driver") if node != missing]
+        if last != "state writer":
             writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
         spin_for(1.0)
         assert not recorder.offering and not finish.service_is_ready()  # one thing still missing
@@ -73,7 +75,7 @@ def test_recorder_offers_finish_only_once_it_hears_from_every_writer(ros_lease, 
         if last == "state writer":
             writers.append(probe.create_publisher(*WRITERS[-1], RECORD_QOS))
         else:
-            latched.append(publish_node_params(probe, "sim_bridge", {}))
+            latched.append(publish_node_params(probe, missing, {}))
         spin_for(10.0, lambda: recorder.offering and finish.service_is_ready())
         assert recorder.offering and finish.service_is_ready()
         assert all(w.get_subscription_count() >= 1 for w in writers)
