@@ -27,15 +27,11 @@ import yaml
 
 from simforge_ros.core.errors import ConfigError, Problem
 from simforge_ros.params import both_units, check_frame_wait, coerce, read_params_file, spec
+from simforge_ros.runner import DRIVERS, EXTERNAL
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 """The nodes a launch starts, in the order it starts them (the clock master last: it
 waits for the others, and its exit ends the launch)."""
-
-DRIVERS = ("route", "torch", "external")
-"""``driver:=``: a driver.policy, or ``external`` (no driver node: the user starts their
-own node offering /simforge/decide)."""
-
 
 @dataclass(frozen=True)
 class LaunchArg:
@@ -161,12 +157,12 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
     if driver not in DRIVERS:
         problems.append(Problem(source, "driver" if given.get("driver") else "driver.policy", " | ".join(DRIVERS),
                                 driver))
-    elif driver == "external":
+    elif driver == EXTERNAL:
         del handed["driver"]
     else:
         handed["driver"]["policy"] = driver
     # the driver node's parameters reach the recorder before step 0 (an external one has none)
-    handed["recorder"]["await_driver"] = driver != "external"
+    handed["recorder"]["await_driver"] = driver != EXTERNAL
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")

@@ -171,10 +171,10 @@ class Recorder:
         self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's and markers', the same
         self._nodes: dict[str, Any] = {}
         # Whose latched parameters must have come before Finish is offered. The driver's
-        # only with await_driver (a driver node of ours): a short run could otherwise end
-        # before they came, and its manifest called the driver external (7 of 365 runs of
-        # the processes layout, after Finish had learnt to wait for them: the recorder's
-        # graph did not yet show the driver publishing them, see _params_due).
+        # with await_driver (true unless the driver is external): a short run could
+        # otherwise end before they came, and its manifest called the driver external (7 of
+        # 365 runs of the processes layout with only the Finish wait of _params_due: the
+        # recorder's graph did not yet show the driver publishing them).
         self._heard_from = _HEARD_FROM | ({"driver"} if values["await_driver"] else set())
         self._awaited_since = time.monotonic()
         self._awaited_said = False
@@ -525,10 +525,11 @@ class Recorder:
         """The latched parameters the manifest needs that are not here yet: the bridge's
         backend (published as it answered the reset, so due once a step is recorded) and
         those of each participant the graph shows publishing parameters (a simforge node;
-        an external driver publishes none, and is named so by their absence). Only the
-        clock master's and the bridge's are awaited before step 0: a short run could end
-        before the driver's came, or the backend's, and its manifest then said the driver
-        was external, or had no scenario or engine digest (about 1 run in 25 of 40 steps)."""
+        an external driver publishes none, and is named so by their absence). Before step
+        0 only the clock master's, the bridge's and (await_driver) the driver's are
+        awaited: a short run could end before the backend's came, or an external driver's
+        that publishes some, and its manifest then had no scenario or engine digest, or
+        said the driver was external (about 1 run in 25 of 40 steps)."""
         due = [BACKEND] if self.assembler.steps_done > 0 and BACKEND not in self._nodes else []
         publishing: set[str] | None = None
         for participant in participants:
