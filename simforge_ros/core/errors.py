@@ -58,6 +58,17 @@ class Problem:
         return cls(match["source"], match["field"], match["expected"], Printed(match["got"]))
 
 
+def one_line(text: str, limit: int = 400) -> str:
+    """``text`` on one line (whitespace runs made one space), its middle cut when longer
+    than ``limit``: a refusal's detail is printed on one line, and the end of a long
+    message (the last line of a TorchScript traceback) is the part that says what failed."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    keep = max(limit - 5, 2) // 2
+    return f"{flat[:keep]} ... {flat[-keep:]}"
+
+
 class Printed:
     """A value known only by how it was printed (its repr), e.g. by another process."""
 

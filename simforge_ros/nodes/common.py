@@ -27,7 +27,15 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import String
 
 from simforge_ros import topics
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, ParticipantError, Problem, Refusal
+from simforge_ros.core.errors import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    ConfigError,
+    ParticipantError,
+    Problem,
+    Refusal,
+    one_line,
+)
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as
 from simforge_ros.process_tuning import (
@@ -194,7 +202,7 @@ def refuse(response: Any, err: Refusal) -> Any:
 def unexpected(step: int, err: Exception) -> Refusal:
     """An unexpected failure inside a participant, as the refusal the clock master gets:
     the participant answers `participant_error` instead of dying or hanging the run."""
-    return ParticipantError(step, f"{type(err).__name__}: {err}")
+    return ParticipantError(step, one_line(f"{type(err).__name__}: {err}"))
 
 
 def _given_empty(node: Node, name: str) -> bool:

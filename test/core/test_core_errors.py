@@ -106,3 +106,17 @@ def test_a_problem_printed_by_another_process_parses_back_to_the_same_line(probl
                                   "sim_bridge: no problem here", "driver: unexpected error: KeyError: 'x'"])
 def test_other_lines_are_not_problems(line) -> None:
     assert E.Problem.parse(line) is None
+
+
+def test_one_line_keeps_a_long_messages_start_and_end() -> None:
+    """A TorchScript traceback is twenty lines whose last says what failed: a refusal's
+    detail is printed on one line, with that end kept."""
+    from simforge_ros.core.errors import one_line
+
+    assert one_line("a\n  b\tc ") == "a b c"
+    trace = "The following operation failed in the TorchScript interpreter.\n" + "  File x\n" * 80
+    trace += "RuntimeError: boom"
+    flat = one_line(trace, limit=120)
+    assert "\n" not in flat and len(flat) <= 120
+    assert flat.startswith("The following operation failed") and flat.endswith("RuntimeError: boom")
+    assert " ... " in flat
