@@ -23,7 +23,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simforge_ros.core.errors import ConfigError, MissingFrame, ParticipantError, Problem, RateNotMultiple
+from simforge_ros.core.errors import (
+    ConfigError,
+    MissingFrame,
+    ParticipantError,
+    Printed,
+    Problem,
+    RateNotMultiple,
+    one_line,
+)
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
 
@@ -206,15 +214,20 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
         net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
     except Exception as exc:  # noqa: BLE001 - a user's file: torch raises UnpicklingError, EOFError,
         # RuntimeError, BadZipFile... for files that are not weights; each is the same bad field
-        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, f"{path}: {_one_line(exc)}") from None
+        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, _failed(path, exc)) from None
     return net, "state_dict", sha
 
 
+def _failed(path: object, exc: BaseException) -> Printed:
+    """What a weights file or model did, shown whole (a Problem cuts a long got to its
+    start, and torch's size mismatch names the shapes past that)."""
+    return Printed(repr(f"{path}: {_one_line(exc)}"))
+
+
 def _one_line(exc: BaseException) -> str:
-    """The exception's type and message on one line, cut at 240 characters (torch's load
-    errors run to a dozen lines)."""
-    text = " ".join(str(exc).split())
-    text = text if len(text) <= 240 else text[:237] + "..."
+    """The exception's type and message on one line (torch's load errors run to a dozen
+    lines), its middle cut when long."""
+    text = one_line(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -262,6 +275,22 @@ def _torch_mode(deterministic: bool, num_threads: int) -> Iterator[None]:
         torch.set_num_threads(was_threads)
 
 
+@contextlib.contextmanager
+def _global_rng(seed: int | None) -> Iterator[None]:
+    """torch's global generator seeded for one call and restored after; None: untouched.
+
+    The planner's own noise has its own generator, but a user's model may sample from
+    the global one (torch.randn in its forward), which torch seeds at random in each
+    process: with 'deterministic' on, such a model repeats too.
+    """
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
+
+
 def nominal_x_m(speed_mps: float, target_mps: float, accel_mps2: float, t_s: np.ndarray) -> Any:
     """Distance travelled easing from speed to target at a constant rate, then holding it."""
     v0 = max(speed_mps, 0.0)
@@ -300,15 +329,32 @@ class TorchPlanner:
         """
         cfg = self.config
         images = torch.zeros((len(cfg.cameras), *self.frames_hw, 3), dtype=torch.uint8)
-        want = f"a model answering ({cfg.samples}, {cfg.waypoints}, 2) to {len(cfg.cameras)} cameras"
+        h, w = self.frames_hw
+        want = f"a model answering ({cfg.samples}, {cfg.waypoints}, 2) to {len(cfg.cameras)} cameras of {w}x{h}"
         try:
             with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode():
                 out = self.model(images, torch.zeros(1), torch.zeros((cfg.samples, self._latent_dim())))
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         except Exception as exc:  # noqa: BLE001 - a user's model: whatever it raises, it does not fit
-            raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: {_one_line(exc)}") from None
+            raise ConfigError.single("driver", WEIGHTS_FIELD, want, _failed(cfg.weights_path, exc)) from None
         if shape != (cfg.samples, cfg.waypoints, 2):
             raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: it answered {shape}")
+
+    def use_frames_hw(self, frames_hw: tuple[int, int]) -> bool:
+        """Plan on frames of this (height, width): the bridge's, which the driver learns from
+        its parameters before step 0. The model is checked again at that size, so that one
+        which only takes some sizes is named before the run rather than at its first
+        planning step. Returns whether the size changed (the manifest's description did).
+
+        Raises:
+            ConfigError: the model fails on, or answers wrongly to, frames of that size.
+        """
+        hw = (int(frames_hw[0]), int(frames_hw[1]))
+        if hw == self.frames_hw:
+            return False
+        self.frames_hw = hw
+        self._check_model()
+        return True
 
     def _latent_dim(self) -> int:
         return int(getattr(self.model, "latent_dim", len(self.config.cameras) * 32 + 1))
@@ -345,7 +391,8 @@ class TorchPlanner:
                 raise MissingFrame(obs.step, f"torch planner needs camera {cam!r}")
             if frame.dtype != np.uint8 or frame.shape != (*self.frames_hw, 3):
                 want = f"{(*self.frames_hw, 3)} uint8"
-                raise ValueError(f"camera {cam!r}: want {want}, got {frame.shape} {frame.dtype}")
+                raise ParticipantError(obs.step, f"the torch planner's {cam} frame is {frame.shape} "
+                                       f"{frame.dtype}; it plans on {want}")
             frames.append(frame)
         return torch.from_numpy(np.stack(frames))
 
@@ -358,7 +405,9 @@ class TorchPlanner:
         cfg, k = self.config, self.config.waypoints
         images = self._images(obs)
         speed = torch.tensor([obs.state.speed_mps], dtype=torch.float32)
-        with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode():
+        with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode(), _global_rng(
+            _call_seed(self._seed, obs.step) if cfg.deterministic else None
+        ):
             gen = torch.Generator()
             if cfg.deterministic:
                 gen.manual_seed(_call_seed(self._seed, obs.step))
@@ -407,7 +456,8 @@ class TorchPlanner:
             "frames_hw": list(self.frames_hw),
             "weights": weights,
             "num_threads": cfg.num_threads if cfg.deterministic else "torch default",
-            "seed_handling": f"weights from weights_seed; per call a {seeding} torch.Generator",
+            "seed_handling": f"weights from weights_seed; per call a {seeding} torch.Generator"
+                             + (", and torch's global generator seeded alike" if cfg.deterministic else ""),
             "tracker": asdict(TRACKER),
             "torch_version": torch.__version__,
         }

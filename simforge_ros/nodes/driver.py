@@ -19,7 +19,7 @@ from rclpy.task import Future
 from sensor_msgs.msg import Image
 
 from simforge_ros import topics
-from simforge_ros.core.errors import MissingFrame, ParticipantError, RateNotMultiple, Refusal, StaleFrame
+from simforge_ros.core.errors import ConfigError, MissingFrame, ParticipantError, RateNotMultiple, Refusal, StaleFrame
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.drivers.policy import Observation, first_step_without_frames
 from simforge_ros.drivers.registry import make_policy
@@ -59,7 +59,7 @@ class Driver:
         self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
         # seconds that are no whole number of microseconds: refused at step 0, its first
         # call, so that the run records the refusal (before, the driver exited at start-up)
-        self._refused_at_start: RateNotMultiple | None = None
+        self._refused_at_start: Refusal | None = None
         try:
             planning_period_us = period(values, "planning_period", NAME)
         except RateNotMultiple as err:
@@ -86,6 +86,7 @@ class Driver:
             c: self.node.create_subscription(Image, topics.image_topic(c), self._frame_cb(c), RECORD_QOS)
             for c in cameras
         }
+        self._values = values
         self._params_pub = publish_node_params(
             self.node, NAME, values, {"policy": self.policy.describe(), "faults": self._faults.specs()}
         )
@@ -113,9 +114,28 @@ class Driver:
         self.offering = True
 
     def _on_params(self, info: dict[str, Any]) -> None:
-        cameras = (info.get("params") or {}).get("cameras") if info.get("node") == "sim_bridge" else None
+        params = (info.get("params") or {}) if info.get("node") == "sim_bridge" else {}
+        cameras = params.get("cameras")
         if isinstance(cameras, list):
             self._bridge_cameras = [str(c) for c in cameras]
+            height, width = params.get("height"), params.get("width")
+            if isinstance(height, int) and isinstance(width, int):
+                self._fit_frames((height, width))
+
+    def _fit_frames(self, frames_hw: tuple[int, int]) -> None:
+        """Tell a policy that plans on pixels the size the bridge renders at, before step 0.
+        A model that cannot take that size is refused at step 0 (the run records why)."""
+        use = getattr(self.policy, "use_frames_hw", None)
+        if use is None:
+            return
+        try:
+            changed = use(frames_hw)
+        except ConfigError as err:
+            self._refused_at_start = ParticipantError(0, str(err))
+            return
+        if changed:  # the manifest describes the size planned on
+            publish_node_params(self.node, NAME, self._values, {
+                "policy": self.policy.describe(), "faults": self._faults.specs()}, pub=self._params_pub)
 
     def _offer_when_matched(self) -> None:
         if self.offering or self._bridge_cameras is None:

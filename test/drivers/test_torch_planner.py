@@ -196,6 +196,20 @@ class _OneCameraPlanner(torch.nn.Module):
         return images.reshape(1, 180, 320, 3)[:, :10, :2, 0].float()
 
 
+class _SamplingPlanner(torch.nn.Module):
+    """Draws from torch's global generator, as a model with dropout-like noise may."""
+
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return torch.randn((noise.shape[0], 10, 2))
+
+
+class _FixedSizePlanner(torch.nn.Module):
+    """Takes four 320x180 frames and no other size (a reshape of someone's own)."""
+
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return images.reshape(4, 180, 320, 3)[:1, :10, :2, 0].float()
+
+
 def _script(module: torch.nn.Module, path: Path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -226,6 +240,56 @@ def test_weights_that_do_not_fit_are_a_config_error(tmp_path: Path) -> None:
         problem = info.value.problems[0]
         assert problem.field == "driver.weights" and said in str(problem.got), (bad, problem)
         assert "\n" not in str(info.value), str(info.value)  # torch's dozen lines cut to the first
+
+
+def test_a_size_mismatch_names_both_shapes(tmp_path: Path) -> None:
+    """torch's message names the shapes past 120 characters, where a got was once cut."""
+    three = tmp_path / "three.pt"
+    torch.save(TorchPlanner(TorchPlannerConfig(cameras=("front", "left", "rear"))).model.state_dict(), three)
+    with pytest.raises(ConfigError) as info:
+        TorchPlanner(TorchPlannerConfig(weights_path=str(three)))
+    said = str(info.value)
+    assert "from checkpoint" in said and "current model" in said and said.count("torch.Size") >= 2, said
+
+
+def test_a_model_sampling_from_the_global_generator_repeats_when_deterministic(
+        tmp_path: Path, frames: Mapping[str, np.ndarray]) -> None:
+    """torch seeds its global generator at random in each process: seeded per call from
+    (run seed, step), and put back as it was after the call."""
+    path = _script(_SamplingPlanner(), tmp_path / "sampling.pt")
+    obs = _obs(5, _state(5), frames)
+    plans = []
+    for _ in range(2):
+        torch.manual_seed(len(plans))  # as if another process
+        planner = TorchPlanner(TorchPlannerConfig(weights_path=path))
+        planner.reset(3, DECISION_US)
+        before = torch.get_rng_state()
+        plans.append(planner.plan(obs))
+        assert torch.equal(torch.get_rng_state(), before)
+    assert plans[0] == plans[1]
+    planner.reset(4, DECISION_US)
+    assert planner.plan(obs) != plans[0]  # another run seed, other draws
+    off = TorchPlanner(TorchPlannerConfig(weights_path=path, deterministic=False))
+    off.reset(3, DECISION_US)
+    assert off.plan(obs) != off.plan(obs)  # 'off' leaves the global generator alone
+
+
+def test_the_planner_plans_at_the_size_the_bridge_renders(tmp_path: Path) -> None:
+    """The driver hands it the bridge's width and height before step 0; a model that
+    cannot take them is named then, as the weights field, with the size."""
+    small = generated_inputs(7, hw=(90, 160))[0].frames
+    planner = TorchPlanner(TorchPlannerConfig())
+    assert planner.use_frames_hw((90, 160)) is True and planner.use_frames_hw((90, 160)) is False
+    planner.reset(0, DECISION_US)
+    assert len(planner.plan(_obs(0, _state(0), small))) == 10
+    assert planner.describe()["frames_hw"] == [90, 160]
+    with pytest.raises(ParticipantError) as info:
+        planner.plan(_obs(5, _state(5), generated_inputs(7)[0].frames))
+    assert info.value.step == 5 and "(90, 160, 3) uint8" in info.value.detail
+    fixed = TorchPlanner(TorchPlannerConfig(weights_path=_script(_FixedSizePlanner(), tmp_path / "fixed.pt")))
+    with pytest.raises(ConfigError) as err:
+        fixed.use_frames_hw((90, 160))
+    assert err.value.problems[0].field == "driver.weights" and "cameras of 160x90" in str(err.value)
 
 
 def test_a_model_answering_non_finite_values_is_refused_at_its_step(
