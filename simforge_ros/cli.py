@@ -212,6 +212,11 @@ def _run(args: argparse.Namespace) -> int:
     if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
         file_sets.get("sim_bridge", {}).pop("cameras", None)
     sets = _merged_sets(file_sets, _parse_set(args.set))
+    weights = sets.get("driver", {}).get("weights")
+    if isinstance(weights, str) and weights:
+        # named from where simforge was started: a `processes` node runs in the run's
+        # directory, and the kept params.yaml must name the same file for `rerun`
+        sets["driver"]["weights"] = str(Path(weights).expanduser().resolve())
     if args.real_time_factor is not None:  # the command line's factor wins, as its seed does
         sets.setdefault("clock_master", {})["real_time_factor"] = args.real_time_factor
     if args.hold_at_step is not None:
@@ -376,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
 
             module = importlib.import_module(args.module)
             if args.module == "simforge_ros.drivers.probe":
-                from simforge_ros.record.inputs import observations_from_run
+                from simforge_ros.record.inputs import driver_settings, observations_from_run
 
-                return int(module.main(rest, observations_from_run))
+                return int(module.main(rest, observations_from_run, driver_settings))
             return int(module.main(rest))
         if rest:
             parser.error(f"unrecognized arguments: {' '.join(rest)}")

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.params import both_units, check_frame_wait, coerce, read_params_file, spec
 from simforge_ros.runner import DRIVERS, EXTERNAL
 
@@ -171,10 +172,12 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
         # rig for the bridge, as `simforge run --driver torch` does (runner.node_params)
         cameras = merged["driver"].get("cameras", spec("driver", "cameras").default)
         handed["sim_bridge"]["cameras"] = [str(c) for c in cameras]
-        try:
-            check_frame_wait(merged, f"{params_file} and the launch arguments")
-        except ConfigError as err:
-            problems.extend(err.problems)
+        for check in (lambda: check_planner_cameras(handed["sim_bridge"]["cameras"]),
+                      lambda: check_frame_wait(merged, f"{params_file} and the launch arguments")):
+            try:
+                check()
+            except ConfigError as err:
+                problems.extend(err.problems)
     if problems:
         raise ConfigError(problems)
     return LaunchPlan(params_file, handed)

@@ -38,6 +38,7 @@ from simforge_ros.core.errors import (
     Problem,
 )
 from simforge_ros.core.faults import FaultPlan
+from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.isolation import (
     DISCOVERY_VAR,
     DomainLease,
@@ -172,7 +173,9 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
     }
     sets = validate(spec.sets, "--set")
     if spec.driver == "torch":  # the bridge renders what the planner looks at (a --set of its own wins)
-        params["sim_bridge"]["cameras"] = list(sets.get("driver", {}).get("cameras", SURROUND))
+        cameras = list(sets.get("driver", {}).get("cameras", SURROUND))
+        check_planner_cameras(cameras)
+        params["sim_bridge"]["cameras"] = cameras
     if spec.driver == EXTERNAL:
         del params["driver"]
     for node, values in sets.items():

@@ -14,9 +14,10 @@ import json
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,14 @@ from simforge_ros.drivers.torch_planner import (
 InputsLoader = Callable[[Path], list[Observation]]
 """Reads the observations (state + frames) of a recorded run directory."""
 
+SettingsLoader = Callable[[Path], Mapping[str, Any]]
+"""Reads the driver's parameters a recorded run was made with (its manifest's)."""
+
+RUN_SETTINGS = ("weights", "weights_seed", "samples", "dtype")
+"""What --inputs RUN takes from a torch run's driver unless the command line gives it:
+probing a run's frames on another model than the run's answers another question."""
+DEFAULT_SETTINGS: dict[str, Any] = {"weights": None, "weights_seed": 0, "samples": 1, "dtype": "float32"}
+
 NO_LOADER_MESSAGE = "reading inputs from a run needs the recorder's bag reader"
 PROBE_RUN_SEED = 0
 
@@ -47,6 +56,8 @@ class ProbeResult:
     ms_per_call: float
     samples: int = 1
     dtype: str = "float32"
+    weights: str = "seeded:0"  # the file probed, or seeded:<weights_seed>
+    weights_sha256: str = ""
 
 
 def _plan_bits(traj: Sequence[TrajectoryPoint]) -> bytes:
@@ -79,7 +90,9 @@ def probe(config: TorchPlannerConfig, inputs: Sequence[Observation], calls: int)
     identical = sum(1 for b in bits if b == bits[0])
     mode = "on" if config.deterministic else "off"
     ms_per_call = elapsed_s * 1e3 / calls
-    return ProbeResult(mode, calls, identical, ms_per_call, config.samples, config.dtype)
+    weights = config.weights_path or f"seeded:{config.weights_seed}"
+    return ProbeResult(mode, calls, identical, ms_per_call, config.samples, config.dtype, str(weights),
+                       planner.weights_sha256)
 
 
 def generated_inputs(
@@ -118,15 +131,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--calls", type=int, default=182, help="model calls per mode (default 182)")
     p.add_argument("--deterministic", choices=("on", "off", "both"), default="both")
-    p.add_argument("--samples", type=int, default=1, help="trajectory samples per call")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    from_run = "; with --inputs, a torch run's own"
+    p.add_argument("--samples", type=int, default=None, help=f"trajectory samples per call (default 1{from_run})")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                   help=f"the model's dtype (default float32{from_run})")
     p.add_argument("--threads", type=int, default=1, help="torch threads when deterministic")
-    p.add_argument("--weights", default=None, help="state_dict/TorchScript file (default: seeded)")
-    p.add_argument("--weights-seed", type=int, default=0)
+    p.add_argument("--weights", default=None,
+                   help=f"state_dict/TorchScript file (default: seeded by --weights-seed{from_run})")
+    p.add_argument("--weights-seed", type=int, default=None, help=f"seed of seeded weights (default 0{from_run})")
     p.add_argument("--seed", type=int, default=0, help="seed of the generated input frames")
     p.add_argument(
         "--inputs", type=Path, default=None, metavar="RUN_DIR",
-        help="probe on a recorded run's first observation, not generated frames",
+        help="probe on a recorded run's first observation, not generated frames, with the run's own "
+             "weights, weights seed, samples and dtype when its driver was the torch planner",
     )  # fmt: skip
     p.add_argument("--json", action="store_true", help="print a JSON list, one object per mode")
     return p
@@ -140,6 +157,9 @@ def _format_table(results: Sequence[ProbeResult]) -> str:
         ("ms/call", [f"{r.ms_per_call:.3f}" for r in results]),
     ]
     lines = [f"{name:<10}" + "".join(f"{v:>12}" for v in vals) for name, vals in rows]
+    if results:
+        r = results[0]
+        lines.insert(0, f"model: {r.weights} (sha256 {r.weights_sha256[:16]}), samples {r.samples}, {r.dtype}")
     by_mode = {r.mode: r for r in results}
     if "on" in by_mode and "off" in by_mode and by_mode["off"].ms_per_call > 0:
         ratio = by_mode["on"].ms_per_call / by_mode["off"].ms_per_call
@@ -147,26 +167,43 @@ def _format_table(results: Sequence[ProbeResult]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) -> int:
+def _settings(args: argparse.Namespace, run: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The model to probe: the command line's, else (with --inputs) a torch run's, else the
+    defaults."""
+    from_run = run if run is not None and run.get("policy") == "torch" else {}
+    out = {}
+    for name in RUN_SETTINGS:
+        given = getattr(args, name)
+        value = given if given is not None else from_run.get(name, DEFAULT_SETTINGS[name])
+        out[name] = None if name == "weights" and value == "" else value
+    return out
+
+
+def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
+         run_settings: SettingsLoader | None = None) -> int:
     """``simforge probe-driver``: exit 0 when deterministic-on plans are all identical.
 
     Exit 1 when 'on' returned a differing plan (the determinism promise is broken), 2 on
     usage errors (including --inputs without a bag reader wired in as ``loader``). 'off'
-    differing is information, not a failure.
+    differing is information, not a failure. ``run_settings`` reads a run's driver
+    parameters, for --inputs RUN to probe the run's own model.
     """
     try:
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help is 0, a usage error 2
         return int(exc.code or 0)
     for flag, value, low in (("--calls", args.calls, 1), ("--samples", args.samples, 1),
-                             ("--threads", args.threads, 1), ("--seed", args.seed, 0)):
-        if value < low:  # --seed -3 used to fail in numpy: "expected non-negative integer"
+                             ("--threads", args.threads, 1), ("--seed", args.seed, 0),
+                             ("--weights-seed", args.weights_seed, 0)):
+        if value is not None and value < low:  # --seed -3 used to fail in numpy: "expected non-negative integer"
             print(f"simforge probe-driver: {flag}: expected an integer >= {low}, got {value}", file=sys.stderr)
             return EXIT_USAGE
     try:
+        run = run_settings(args.inputs) if args.inputs is not None and run_settings is not None else None
+        chosen = _settings(args, run)
         base = TorchPlannerConfig(
-            samples=args.samples, dtype=args.dtype, num_threads=args.threads,
-            weights_path=args.weights, weights_seed=args.weights_seed,
+            samples=chosen["samples"], dtype=chosen["dtype"], num_threads=args.threads,
+            weights_path=chosen["weights"], weights_seed=chosen["weights_seed"],
         )  # fmt: skip
         if args.inputs is None:
             inputs = generated_inputs(args.seed, base.cameras)
@@ -176,7 +213,10 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None) 
         else:
             inputs = loader(args.inputs)
             names = tuple(inputs[0].frames) if inputs else ()
-            if names and not set(base.cameras) <= set(names):  # a recorded rig of its own
+            run_cameras = tuple((run or {}).get("cameras") or ()) if (run or {}).get("policy") == "torch" else ()
+            if run_cameras and set(run_cameras) <= set(names):  # the run's planner, its camera order
+                base = replace(base, cameras=run_cameras)
+            elif names and not set(base.cameras) <= set(names):  # a recorded rig of its own
                 base = replace(base, cameras=names)
         modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
         results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]

@@ -3,13 +3,28 @@ so the route-follower path (and the default demo) never pays for it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simforge_ros.core.errors import ConfigError, Printed
 from simforge_ros.drivers.policy import Policy
 
 POLICIES = ("route", "torch")
+
+
+def check_planner_cameras(cameras: Sequence[str]) -> None:
+    """The torch planner's cameras are distinct cameras a bridge renders. Checked before
+    they are handed to the bridge too (its own check would name sim_bridge.cameras,
+    which the user never set).
+
+    Raises:
+        ConfigError: naming driver.cameras.
+    """
+    from simforge_ros.engine import CAMERA_NAMES
+
+    if not cameras or any(c not in CAMERA_NAMES for c in cameras) or len(set(cameras)) != len(cameras):
+        raise ConfigError.single("driver", "cameras", f"a non-empty list of distinct cameras from "
+                                 f"{', '.join(CAMERA_NAMES)}", list(cameras))
 
 
 def make_policy(name: str, params: Mapping[str, Any], planning_period_us: int | None) -> Policy:
@@ -29,6 +44,8 @@ def make_policy(name: str, params: Mapping[str, Any], planning_period_us: int | 
         return RouteFollower(scenario)
     if name == "torch":
         from simforge_ros.drivers.torch_planner import TorchPlanner, from_params
+
+        check_planner_cameras(list(params["cameras"]))
 
         config = from_params({
             "cameras": list(params["cameras"]),

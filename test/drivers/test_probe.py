@@ -62,9 +62,10 @@ def test_main_json_lists_both_modes(capsys: pytest.CaptureFixture[str]) -> None:
 def test_main_prints_modes_side_by_side(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--calls", "2", "--samples", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["mode", "on", "off"]
-    assert out[1].split()[0] == "identical" and out[1].split()[1] == "2/2"
-    assert out[2].startswith("ms/call") and out[3].startswith("cost ratio on/off: ")
+    assert out[0].startswith("model: seeded:0 (sha256 ") and out[0].endswith("), samples 2, float32")
+    assert out[1].split() == ["mode", "on", "off"]
+    assert out[2].split()[0] == "identical" and out[2].split()[1] == "2/2"
+    assert out[3].startswith("ms/call") and out[4].startswith("cost ratio on/off: ")
 
 
 def test_inputs_without_a_bag_reader_exit_2(
@@ -87,6 +88,31 @@ def test_inputs_come_from_the_injected_loader(
     assert main(argv, loader) == 0
     assert seen == [tmp_path]
     assert json.loads(capsys.readouterr().out)[0]["identical"] == 2
+
+
+def test_inputs_probe_the_runs_own_model_unless_the_command_line_names_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--inputs RUN alone once probed the default seeded planner on a run made with another
+    model, and said nothing of which: a run that sampled at random passed."""
+    run = {"policy": "torch", "weights": "", "weights_seed": 5, "samples": 2, "dtype": "float32",
+           "cameras": ["cam_b", "cam_a"]}
+
+    def loader(_run_dir: Path) -> list[Observation]:
+        return generated_inputs(3, ("cam_a", "cam_b"), (90, 160))
+
+    argv = ["--inputs", str(tmp_path), "--calls", "2", "--deterministic", "on", "--json"]
+    assert main(argv, loader, lambda _run_dir: run) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert (row["weights"], row["samples"], row["dtype"]) == ("seeded:5", 2, "float32")
+    seeded5 = row["weights_sha256"]
+    assert main([*argv, "--weights-seed", "1", "--samples", "1"], loader, lambda _run_dir: run) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert (row["weights"], row["samples"]) == ("seeded:1", 1) and row["weights_sha256"] != seeded5
+    route_run = {"policy": "route", "scenario": "right_turn"}
+    assert main(argv, loader, lambda _run_dir: route_run) == 0  # not the planner's: the defaults
+    row = json.loads(capsys.readouterr().out)[0]
+    assert (row["weights"], row["samples"]) == ("seeded:0", 1)
 
 
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -89,3 +89,63 @@ def test_the_bridge_renders_the_cameras_the_planner_is_given(tmp_path):
                       sets={"driver": {"cameras": ["chase", "front"]}})
     assert result.status == "counted", result.refusal
     assert set(steps_of(result)[5]["frames"]) == {"chase", "front"}
+
+
+def test_the_planner_plans_at_the_size_the_bridge_renders(tmp_path):
+    """It once took 320x180 frames only: any other size was refused participant_error at
+    step 0 with a ValueError, and the manifest said [180, 320] whatever the bridge drew."""
+    sets = {"sim_bridge": {"width": 160, "height": 90}}
+    runs = [lockstep(tmp_path, steps=6, driver="torch", layout=layout, sets=sets)
+            for layout in ("processes", "single")]
+    assert [r.status for r in runs] == ["counted", "counted"], [r.refusal for r in runs]
+    assert runs[0].chain_digest == runs[1].chain_digest
+    assert manifest_of(runs[0])["nodes"]["driver"]["policy"]["frames_hw"] == [90, 160]
+
+
+def test_a_model_that_cannot_take_the_bridges_size_is_refused_at_step_0(tmp_path):
+    import warnings
+
+    import torch
+
+    class FixedSize(torch.nn.Module):
+        def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+            return images.reshape(4, 180, 320, 3)[:1, :10, :2, 0].float()
+
+    path = tmp_path / "fixed.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(FixedSize()), str(path))
+    result = lockstep(tmp_path, steps=6, driver="torch", layout="single",
+                      sets={"sim_bridge": {"width": 160, "height": 90}, "driver": {"weights": str(path)}})
+    assert result.status == "refused"
+    assert (result.refusal["code"], result.refusal["step"]) == ("participant_error", 0)
+    assert "driver.weights: expected a model answering (1, 10, 2) to 4 cameras of 160x90" in result.refusal["detail"]
+    assert "\n" not in result.refusal["detail"]
+
+
+def test_a_relative_weights_path_names_the_file_from_where_simforge_was_started(tmp_path):
+    """A `processes` node runs in the run's directory: a relative driver.weights once ran in
+    `single` and was refused as "no such file" in `processes` and by `rerun`."""
+    import torch
+
+    from simforge_ros.drivers.torch_planner import TorchPlanner, TorchPlannerConfig
+
+    (tmp_path / "w").mkdir()
+    torch.save(TorchPlanner(TorchPlannerConfig(weights_seed=3)).model.state_dict(), tmp_path / "w" / "planner.pt")
+    out = simforge("run", "right_turn", "--driver", "torch", "--steps", "3", "--layout", "processes",
+                   "--set", "driver.weights=w/planner.pt", "--out", "runs", "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    run_dir = Path(json.loads(out.stdout.splitlines()[0])["run_dir"])
+    params = (run_dir / "params.yaml").read_text()
+    assert f"weights: '{tmp_path / 'w' / 'planner.pt'}'" in params, params
+    rerun = simforge("rerun", str(run_dir), cwd=Path("/"))  # named whatever the directory
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+
+def test_a_planner_camera_the_bridge_has_not_is_named_as_the_drivers(tmp_path):
+    out = simforge("run", "right_turn", "--driver", "torch", "--steps", "2", "--set", "driver.cameras=[top]",
+                   "--out", "runs", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.startswith("simforge: driver: cameras: expected a non-empty list of distinct cameras from "
+                                 "chase, front, left, rear, right, got ['top']"), out.stderr
+    assert not (tmp_path / "runs").exists()
