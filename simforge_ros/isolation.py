@@ -88,6 +88,29 @@ def _held_for_a_run(domain_id: int) -> bool:
     return False
 
 
+PARTICIPANT_IDS_PROBED = 10
+"""How many of a domain's participant ids ``_has_participants`` looks at: Fast DDS gives a
+new participant the lowest free one."""
+
+
+def _has_participants(domain_id: int) -> bool:
+    """Whether a DDS participant on this host is in ``domain_id``: a node someone started
+    by hand with that ROS_DOMAIN_ID (an external driver left running, a viewer) holds no
+    lease, and a run leased there had its Decide calls answered by it. Each participant
+    binds its metatraffic unicast port, 7410 + 250 * domain + 2 * participant id (the RTPS
+    port mapping), so a port that cannot be bound is a participant."""
+    import socket
+
+    for participant in range(PARTICIPANT_IDS_PROBED):
+        port = 7410 + 250 * domain_id + 2 * participant
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            try:
+                probe.bind(("0.0.0.0", port))
+            except OSError:
+                return True
+    return False
+
+
 @contextmanager
 def hold_domain(domain_id: int, who: str) -> Iterator[None]:
     """Hold ``domain_id`` for one run (or one ``simforge play``) while it lasts.
@@ -235,8 +258,8 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
             chosen = domain_id  # honoured as given, shared at the user's wish
             break
         handle = _try_lock(domain_id)
-        if handle is not None and _held_for_a_run(domain_id):  # a user's ROS_DOMAIN_ID, in use
-            handle.close()
+        if handle is not None and (_held_for_a_run(domain_id) or _has_participants(domain_id)):
+            handle.close()  # a user's ROS_DOMAIN_ID, in use by a run or by nodes of their own
             handle = None
         if handle is not None:
             chosen = domain_id

@@ -165,7 +165,8 @@ def _free_domains(count: int) -> list[int]:
     for first in range(150, 199 - count):
         ids = list(range(first, first + count))
         handles = [isolation._try_lock(d) for d in ids]
-        free = all(h is not None for h in handles) and not any(isolation._held_for_a_run(d) for d in ids)
+        free = all(h is not None for h in handles) and not any(
+            isolation._held_for_a_run(d) or isolation._has_participants(d) for d in ids)
         for h in handles:
             if h is not None:
                 h.close()
@@ -208,6 +209,34 @@ def test_a_lease_passes_over_a_users_domain_a_run_is_in(monkeypatch):
                 assert lease.domain_id == third
     with isolation.lease_domain() as lease:  # all free again: the pid picks the start
         assert lease.domain_id in (first, second, third)
+
+
+def test_a_lease_passes_over_a_domain_nodes_of_a_users_own_are_in(monkeypatch):
+    """A node started by hand with a ROS_DOMAIN_ID (an external driver left running) holds
+    no lease: a run leased into its domain had its Decide calls answered by that node."""
+    import subprocess
+    import sys
+
+    from simforge_ros import isolation
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    first, second = _free_domains(2)
+    monkeypatch.setattr(isolation, "DOMAIN_RANGE", range(first, second + 1))
+    env = isolation.ros_env(first, Path("/tmp"))
+    node = subprocess.Popen(
+        [sys.executable, "-c", "import rclpy, sys, time; rclpy.init(); n = rclpy.create_node('by_hand'); "
+                               "print('up', flush=True); time.sleep(60)"],
+        env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert node.stdout is not None and node.stdout.readline().strip() == "up"
+        assert isolation._has_participants(first) and not isolation._has_participants(second)
+        for _ in range(3):
+            with isolation.lease_domain() as lease:
+                assert lease.domain_id == second
+    finally:
+        node.kill()
+        node.wait()
+    assert not isolation._has_participants(first)
 
 
 def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):
