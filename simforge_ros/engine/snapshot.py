@@ -74,13 +74,14 @@ def write_camera_pngs(
     width: int = 320,
     height: int = 180,
 ) -> list[Path]:
-    """<out_dir>/<scenario>_<camera>.png for each camera at ``step``."""
+    """<out_dir>/<scenario>_step<step>_<camera>.png for each camera at ``step`` (named by
+    the step, as a run's frames are: another step's pictures are not written over)."""
     sc = _scenario(scenario)
     engine = drive_to_step(sc, step, decision_us, seed, width=width, height=height)
     out = []
     for cam in cameras:
         frame = engine.render(cam, engine.t_us)
-        out.append(write_png(Path(out_dir) / f"{sc.name}_{cam}.png", frame.pixels))
+        out.append(write_png(Path(out_dir) / f"{sc.name}_step{step}_{cam}.png", frame.pixels))
     return out
 
 
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scenario", help="scenario name, path to a .yaml file, or a kept run's directory")
     parser.add_argument("--step", type=int, default=None,
                         help="decision step (default 60; for a run: its last step if refused, else 0)")
-    parser.add_argument("--out", default=None, help="output directory (default docs; for a run: .)")
+    parser.add_argument("--out", default=None, help="output directory (default: the current one)")
     parser.add_argument("--cameras", default=None,
                         help=f"comma list from {','.join(CAMERA_NAMES)} (default chase,front; for a run: "
                              "every frame the step names)")
@@ -136,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in cameras if c not in CAMERA_NAMES]
     if unknown:
         parser.error(f"unknown camera(s) {unknown}; known: {', '.join(CAMERA_NAMES)}")
-    args.out = args.out or "docs"
+    args.out = args.out or "."  # once docs/: run from the repository, it wrote over the README's pictures
     args.step = 60 if args.step is None else args.step
     problem = out_dir_problem(args.out)
     if problem is not None:

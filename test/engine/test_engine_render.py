@@ -105,14 +105,14 @@ def test_png_roundtrip_and_snapshot(tmp_path):
     pixels = rng.integers(0, 256, size=(7, 5, 3), dtype=np.uint8)
     assert np.array_equal(decode_png(encode_png(pixels)), pixels)
     written = write_camera_pngs("right_turn", 5, tmp_path, ["chase", "rear"])
-    assert [p.name for p in written] == ["right_turn_chase.png", "right_turn_rear.png"]
+    assert [p.name for p in written] == ["right_turn_step5_chase.png", "right_turn_step5_rear.png"]
     assert decode_png(written[0].read_bytes()).shape == (180, 320, 3)
     top = write_topdown_png("unprotected_left", tmp_path / "top.png")
     assert top.stat().st_size < 100_000 and decode_png(top.read_bytes()).shape[2] == 3
     assert (
         main(["red_signal", "--step", "3", "--out", str(tmp_path), "--cameras", "left", "--no-topdown"]) == 0
     )
-    assert (tmp_path / "red_signal_left.png").is_file()
+    assert (tmp_path / "red_signal_step3_left.png").is_file()
     assert main(["no_such_scenario", "--out", str(tmp_path)]) == 2
 
 
@@ -149,7 +149,7 @@ def test_render_refuses_an_out_it_cannot_create_before_drawing(tmp_path, capsys)
 
 @pytest.mark.parametrize("out", ["", "a_file"])
 def test_render_refuses_an_empty_out_or_a_file_naming_out(tmp_path, capsys, monkeypatch, out):
-    """An empty --out drew into the default docs/ unasked; a file was "File exists"."""
+    """An empty --out drew into the default directory unasked; a file was "File exists"."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_file").write_text("")
     assert main(["right_turn", "--step", "3", "--out", out]) == 2
@@ -158,3 +158,12 @@ def test_render_refuses_an_empty_out_or_a_file_naming_out(tmp_path, capsys, monk
         "a file of that name is there, not a directory")
     assert err == f"simforge render: --out: expected a directory simforge can create ({why}), got {out!r}\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_render_draws_into_the_current_directory_by_default_and_names_the_step(tmp_path, monkeypatch):
+    """The default was docs/: run from the repository it wrote over the README's pictures,
+    and a second step's pictures over the first's."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["right_turn", "--step", "1", "--cameras", "front", "--no-topdown"]) == 0
+    assert main(["right_turn", "--step", "2", "--cameras", "front", "--no-topdown"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["right_turn_step1_front.png", "right_turn_step2_front.png"]
