@@ -144,6 +144,8 @@ def sqlite_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str
         rows = con.execute("SELECT metadata FROM metadata").fetchall()
     except sqlite3.Error as err:
         return f"{path.name}: SQLite cannot read it ({err})"
+    except UnicodeDecodeError:  # Python decoding SQLite's message, which quotes a damaged schema
+        return f"{path.name}: SQLite cannot read it (its schema holds text that is not UTF-8: damaged)"
     finally:
         con.close()
     try:

@@ -156,6 +156,23 @@ def test_a_sqlite3_row_its_index_does_not_list_is_named(make_run: MakeRun,
     assert "bag.db3: SQLite's integrity check: " in result.detail and "missing from index" in result.detail
 
 
+def test_a_sqlite3_schema_that_is_not_utf8_is_named(make_run: MakeRun, bag_file_of: Callable[[Path], Path]) -> None:
+    """One flipped byte in the topics table's schema text: SQLite's message quotes it, and
+    Python's default decoding raised UnicodeDecodeError ("unexpected error", exit 1)."""
+    run = make_run(storage="sqlite3")
+    path = bag_file_of(run)
+    blob = bytearray(path.read_bytes())
+    at = blob.find(b"NULL", blob.find(b"CREATE TABLE topics"))
+    assert at > 0
+    blob[at] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    said = "bag.db3: SQLite cannot read it (its schema holds text that is not UTF-8: damaged)"
+    assert sqlite_problem(path, bag_info(run)) == said
+    with pytest.raises(BagError) as info:  # no reader opens it: `simforge verify` exits 2, naming it
+        verify_run(run)
+    assert said in str(info.value)
+
+
 def test_a_sqlite3_metadata_table_that_is_not_metadata_yaml_is_named(make_run: MakeRun,
                                                                     bag_file_of: Callable[[Path], Path]) -> None:
     run = make_run(storage="sqlite3")
