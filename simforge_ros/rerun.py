@@ -173,7 +173,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             rerun_manifest = load_run(Path(result.run_dir)).manifest
     same = repeated(kept, result, spec.record, rerun_manifest)
     diff = setup = None
-    if not same:
+    kept_record_differs = False
+    if same and rerun_manifest is not None:
+        # the manifests agree; the step records must too: a kept steps.jsonl edited or
+        # damaged after its manifest was written was called "repeated bit for bit" while
+        # `simforge diff` of the same two runs named a step
+        with contextlib.suppress(SimforgeError):
+            diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
+        if diff is not None and not diff.identical:
+            same, kept_record_differs = False, True
+    if not same and diff is None:
         try:
             diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
         except SimforgeError as err:  # a rerun that left no record (it refused before recording)
@@ -184,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kept": {k: kept.manifest.get(k) for k in ("run_id", "status", "refusal", "steps", "chain_digest")},
             "rerun": result.to_dict(),
             "layout": spec.layout,
-            "diff": to_json(diff, setup or []) if diff is not None else None,
+            "diff": to_json(diff, setup or []) if diff is not None and not same else None,
             "side_difference": side_difference(kept.manifest, rerun_manifest),
         }, sort_keys=True))
     else:
@@ -204,7 +213,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from simforge_ros.core.diffing import describe
 
             print(f"did not repeat: {describe(diff)}")
-        if setup:
+            if kept_record_differs:
+                print(f"the kept manifest's outcome and chain digests match the rerun, its step records do not: "
+                      f"`simforge verify {args.run}` holds them to its bag")
+        if setup and not same:
             print(describe_setup(setup))
     return 0 if same else EXIT_FAILURE
 

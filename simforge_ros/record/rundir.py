@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, cast, overload
 
-from simforge_ros.core.errors import SimforgeError
+from simforge_ros.core.errors import REFUSALS, SimforgeError
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 
 FORMAT = 1
@@ -338,6 +338,8 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
             problems.append(f"status is 'refused' but 'refusal' is {refusal!r} (needs a 'code')")
         if manifest["status"] == "counted" and refusal is not None:
             problems.append(f"status is 'counted' but 'refusal' is {refusal!r}")
+        if manifest["status"] == "refused" and coded:
+            problems += _refusal_problems(refusal, manifest.get("steps"))
     if "contract" not in missing and not (manifest["contract"] is None and manifest.get("steps") == 0):
         contract = manifest["contract"]
         if not isinstance(contract, dict):
@@ -346,6 +348,22 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
             problems.append(f"'contract.decision_us' must be an int > 0, got {contract.get('decision_us')!r}")
     if "bag" not in missing:
         problems += _bag_problems(manifest["bag"])
+    return problems
+
+
+def _refusal_problems(refusal: Mapping[str, Any], steps: object) -> list[str]:
+    """A refusal's code is one of the table's, and its step comes after the recorded ones
+    (-1: before step 0, none recorded). A salvaged run may have recorded fewer steps than
+    its clock master ran: its refusal comes later still, never earlier."""
+    problems = []
+    if refusal["code"] not in REFUSALS:
+        problems.append(f"'refusal.code' must be one of {', '.join(REFUSALS)}, got {refusal['code']!r}")
+    step = refusal.get("step")
+    if not isinstance(step, int) or not _is_int(step, -1):
+        problems.append(f"'refusal.step' must be an int >= -1, got {step!r}")
+    elif isinstance(steps, int) and _is_int(steps) and not (step >= steps or (step == -1 and steps == 0)):
+        problems.append(f"'refusal.step' is {step}, but {steps} steps were recorded: a run is refused at the "
+                        "step after its last recorded one, or later")
     return problems
 
 

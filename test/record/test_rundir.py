@@ -174,6 +174,31 @@ def test_refusal_must_match_status(make_run: MakeRun) -> None:
     assert "'status' must be one of ['counted', 'refused']" in error_of(run)
 
 
+@pytest.mark.parametrize(("refusal", "said"), [
+    ({"code": "nope"}, "'refusal.code' must be one of time_drift, rate_not_multiple, missing_frame, "),
+    ({"code": "nope", "step": 60}, "got 'nope'"),
+    ({"code": "time_drift"}, "'refusal.step' must be an int >= -1, got None"),
+    ({"code": "time_drift", "step": True}, "'refusal.step' must be an int >= -1, got True"),
+    ({"code": "time_drift", "step": 12}, "'refusal.step' is 12, but 60 steps were recorded: a run is refused at "
+                                         "the step after its last recorded one, or later"),
+    ({"code": "time_drift", "step": -1}, "'refusal.step' is -1, but 60 steps were recorded"),
+])
+def test_a_refusal_names_a_known_code_at_a_step_after_the_recorded_ones(make_run: MakeRun, refusal: dict,
+                                                                       said: str) -> None:
+    """A counted run relabelled "refused: time_drift at step 12" (or a code no table has)
+    once verified, and `info` printed "refused: nope at step None"."""
+    run = make_run()
+    set_manifest(run, status="refused", refusal=refusal)
+    assert said in error_of(run)
+
+
+@pytest.mark.parametrize("step", [60, 75])  # 75: a salvaged run records fewer steps than its clock master ran
+def test_a_refusal_at_or_after_the_step_after_the_last_recorded_one_loads(make_run: MakeRun, step: int) -> None:
+    run = make_run()
+    set_manifest(run, status="refused", refusal={"code": "participant_lost", "step": step, "detail": "x"})
+    assert load_run(run).manifest["refusal"]["step"] == step
+
+
 def test_contract_needs_decision_us(make_run: MakeRun) -> None:
     run = make_run()
     set_manifest(run, contract={"tick_us": 10_000})

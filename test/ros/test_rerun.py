@@ -61,6 +61,23 @@ def test_an_edited_parameter_file_does_not_repeat_and_says_where_and_why(tmp_pat
     assert text.stdout.rstrip().endswith("set up differently: seed (0 vs 1)")
 
 
+def test_a_kept_run_whose_step_records_were_edited_did_not_repeat(tmp_path):
+    """Its manifest's outcome and chain digest match the rerun; one of its step records does
+    not: `rerun` said "repeated bit for bit" where `diff` of the same runs named the step."""
+    kept = lockstep(tmp_path / "runs", steps=20, layout="single")
+    steps = Path(kept.run_dir) / "steps.jsonl"
+    lines = steps.read_text().splitlines()
+    record = json.loads(lines[10])
+    record["digest"] = ("0" if record["digest"][0] != "0" else "1") + record["digest"][1:]
+    lines[10] = json.dumps(record)
+    steps.write_text("\n".join(lines) + "\n")
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 1 and out["repeated"] is False and out["diff"]["step"] == 10
+    text = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert text.returncode == 1 and "did not repeat: first difference at step 10" in text.stdout
+    assert f"its step records do not: `simforge verify {kept.run_dir}` holds them to its bag" in text.stdout
+
+
 def test_a_rerun_whose_pixels_differ_did_not_repeat(tmp_path):
     """The step chain holds no pixel: a rerun that drew one pixel otherwise repeated every
     step digest and was said to repeat bit for bit. The frames chain is compared too. (A
