@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, RunResult
@@ -149,8 +149,10 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
             if option in _PER_RUN:
                 ignored.append(f"{node}.{name}")
             elif option == "faults":
+                _check_file_faults(path, f"{node}.{name}", value)
                 faults += [f for f in value if f not in faults]
             elif option is not None:
+                _check_file_option(path, f"{node}.{name}", option, value)
                 if option in options and options[option] != value:
                     raise ConfigError.single(path, f"{node}.{name}", f"the same {option} as the other nodes",
                                              value)
@@ -160,6 +162,36 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
     if ignored:
         print(f"simforge: {path}: {', '.join(ignored)} ignored: each run has its own", file=sys.stderr)
     return options, sets, faults
+
+
+def _check_file_option(path: str, field: str, option: str, value: Any) -> None:
+    """A run option a parameter file gives, named as the file's (not as the command-line
+    argument it stands for, which the user never typed).
+
+    Raises:
+        ConfigError: an unknown driver policy or scenario.
+    """
+    from simforge_ros.engine import list_scenarios
+
+    if option == "driver" and value not in DRIVERS:
+        raise ConfigError.single(path, field, f"one of {', '.join(DRIVERS)}", value)
+    if option == "scenario" and value not in list_scenarios() and not Path(str(value)).is_file():
+        raise ConfigError.single(path, field, f"one of {', '.join(list_scenarios())} or an existing scenario "
+                                 "file", value)
+
+
+def _check_file_faults(path: str, field: str, specs: list[str]) -> None:
+    """A parameter file's fault specs, named as its field.
+
+    Raises:
+        ConfigError: every malformed spec.
+    """
+    from simforge_ros.core.faults import FaultPlan
+
+    try:
+        FaultPlan.parse(specs)
+    except ConfigError as err:
+        raise ConfigError([Problem(path, field, p.expected, p.got) for p in err.problems]) from None
 
 
 def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -171,6 +171,23 @@ driver:
     assert str(err.value) == f"{path}: driver.scenario: expected the same scenario as the other nodes, got 'right_turn'"
 
 
+@pytest.mark.parametrize(("text", "said"), [
+    ("sim_bridge:\n  ros__parameters: {faults: [bogus]}\n", "sim_bridge.faults: expected one of drop_frame@K, "),
+    ("driver:\n  ros__parameters: {policy: bogus}\n",
+     "driver.policy: expected one of route, torch, external, got 'bogus'"),
+    ("sim_bridge:\n  ros__parameters: {scenario: nosuch}\n",
+     "sim_bridge.scenario: expected one of handover_parked, red_signal, right_turn, unprotected_left or an "
+     "existing scenario file, got 'nosuch'"),
+])
+def test_a_run_option_the_file_gives_is_named_as_the_files(tmp_path, text, said):
+    """They were named as the command-line arguments they stand for, which the user never
+    typed: `--inject: bogus`, `--driver`, `SCENARIO`."""
+    path = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        cli._params_file(str(path))
+    assert str(err.value).startswith(f"{path}: {said}"), str(err.value)
+
+
 def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
     base = {"clock_master": {"decision_us": 200_000, "seed": 1}, "sim_bridge": {"tick_s": 0.04}}
     over = {"clock_master": {"decision_s": 0.3}, "sim_bridge": {"tick_us": 20_000, "width": 64}}
