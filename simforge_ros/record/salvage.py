@@ -38,7 +38,7 @@ from simforge_ros.record.bag import BagError
 from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
 from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_FOOTER, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
 from simforge_ros.record.rundir import MANIFEST, PARAMS, STEPS, RunDirError, iter_kept_steps, step_records_of
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import out_dir_problem, parse, say
 
 _FOOTER_BODY = 8 + 8 + 4  # summary start, summary offset start, crc
 _HEADS = {OP_SCHEMA: 2, OP_CHANNEL: 4, OP_MESSAGE: 22}
@@ -493,9 +493,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "directory), got ''")
         return EXIT_USAGE
     out = Path(args.out) if args.out is not None else run.with_name(run.name + "-salvaged")
+    if run.is_dir() and out.resolve().is_relative_to(run.resolve()):
+        say("salvage", f"--out: expected a new run directory outside the kept run (it is never changed), got "
+                       f"{args.out!r}")
+        return EXIT_USAGE
+    if run.is_dir() and (problem := out_dir_problem(str(out.parent))) is not None:
+        # as run, rerun and render refuse such an --out: a usage error, not "the records disagree"
+        say("salvage", f"--out: expected a new run directory in a directory simforge can create and write to "
+                       f"({problem}), got {str(out)!r}")
+        return EXIT_USAGE
     try:
         if not run.is_dir():
-            raise RunDirError(run, "no such run directory")
+            raise RunDirError(run, "not a run directory (not a directory)" if run.exists() else "no such run directory")
         check_rmw()  # the salvage's recorder is a ROS node
         report = salvage(run, out)
     except SalvageError as err:

@@ -225,3 +225,21 @@ def test_an_empty_out_is_refused_not_read_as_the_current_directory(killed):
     assert out.stderr.strip() == ("simforge salvage: --out: expected the new run directory (an empty name names "
                                   "none; . is the current directory), got ''")
     assert sorted(p.name for p in killed.parent.iterdir()) == ["killed"]  # nothing written beside it
+
+
+def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_error(killed, tmp_path):
+    """The kept run is never changed: an --out inside it was written there. An --out that
+    cannot be made exited 1, the code of "the bag and the record disagree"."""
+    before = sorted(p.relative_to(killed) for p in killed.rglob("*"))
+    for inside in (killed / "bag" / "inner", killed / "x"):
+        out = simforge("salvage", str(killed), "--out", str(inside), cwd=tmp_path)
+        assert out.returncode == 2, out.stderr
+        assert out.stderr.strip() == ("simforge salvage: --out: expected a new run directory outside the kept run "
+                                      f"(it is never changed), got {str(inside)!r}")
+    assert sorted(p.relative_to(killed) for p in killed.rglob("*")) == before
+    (tmp_path / "a_file").write_text("")
+    out = simforge("salvage", str(killed), "--out", str(tmp_path / "a_file" / "s"), cwd=tmp_path)
+    assert out.returncode == 2 and "(a file of that name is there, not a directory)" in out.stderr, out.stderr
+    out = simforge("salvage", str(tmp_path / "a_file"), cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"simforge salvage: {tmp_path / 'a_file'}: not a run directory (not a directory)"
