@@ -188,6 +188,16 @@ def test_a_run_option_the_file_gives_is_named_as_the_files(tmp_path, text, said)
     assert str(err.value).startswith(f"{path}: {said}"), str(err.value)
 
 
+def test_a_parameter_given_twice_is_named_with_both_lines(tmp_path):
+    """The last of two was taken silently: a run of `decision_us` 100000 then 200000 ran
+    at 200 ms and said nothing."""
+    path = _write(tmp_path, "clock_master:\n  ros__parameters:\n    decision_us: 100000\n    decision_us: 200000\n")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value) == (f"{path}: file: expected a YAML ROS 2 parameter file, got \"line 4, column 5: found "
+                              "'decision_us' twice in one mapping (first on line 3)\"")
+
+
 def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
     base = {"clock_master": {"decision_us": 200_000, "seed": 1}, "sim_bridge": {"tick_s": 0.04}}
     over = {"clock_master": {"decision_s": 0.3}, "sim_bridge": {"tick_us": 20_000, "width": 64}}

@@ -38,6 +38,22 @@ def not_utf8(data: bytes) -> Printed | None:
     return None
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping: it kept the last one
+    silently (two decision_us in a parameter file ran with the second)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[str, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                first = seen.setdefault(key_node.value, key_node.start_mark)
+                if first is not key_node.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"found {key_node.value!r} twice in one mapping (first on line {first.line + 1})",
+                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 class UnreadableYaml(Exception):
     """A file that is no YAML text; ``got`` says what it is instead (a problem's got)."""
 
@@ -66,6 +82,6 @@ def load_yaml_file(path: Path) -> Any:
     if encoding is not None:
         raise UnreadableYaml(encoding)
     try:
-        return yaml.safe_load(data)
+        return yaml.load(data, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as err:
         raise UnreadableYaml(yaml_problem(err)) from None

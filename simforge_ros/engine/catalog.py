@@ -11,15 +11,16 @@ from pathlib import Path
 
 import yaml
 
-from simforge_ros.core.yaml_file import not_utf8, yaml_problem
+from simforge_ros.core.yaml_file import UniqueKeyLoader, not_utf8, yaml_problem
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
 from simforge_ros.resources import find_dirs
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(UniqueKeyLoader):
     """PyYAML's safe loader, reading a number with an exponent and no dot (``5e1``) as a
-    float, as YAML 1.2 does (PyYAML follows YAML 1.1 there and read the string '5e1')."""
+    float, as YAML 1.2 does (PyYAML follows YAML 1.1 there and read the string '5e1'), and
+    refusing a key given twice (the last one was kept silently)."""
 
 
 _Loader.add_implicit_resolver(

@@ -66,6 +66,20 @@ def test_valid_minimal_doc_loads(write_doc, minimal_doc):
     assert sc.actors[0].kind == "vehicle" and sc.actors[0].path[1].t_us == 1_000_000
 
 
+def test_a_key_given_twice_is_refused_naming_both_lines(write_doc, minimal_doc):
+    """PyYAML kept the last of two keys silently: an edit that added a second `x_m` ran."""
+    import yaml
+
+    text = yaml.safe_dump(minimal_doc(), sort_keys=False)
+    at = text.index("\n", text.index("duration_us")) + 1
+    path = write_doc(text[:at] + "duration_us: 1000000\n" + text[at:], "twice")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    first = text[:at].count("\n")
+    assert f"found 'duration_us' twice in one mapping (first on line {first})" in str(info.value)
+    assert f"line {first + 1}, column 1" in str(info.value)
+
+
 def test_a_number_with_an_exponent_and_no_dot_is_a_number(write_doc, minimal_doc):
     """PyYAML (YAML 1.1) read `-5e1` as the string '-5e1': 'expected a finite number'."""
     import yaml
