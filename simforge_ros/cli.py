@@ -107,6 +107,8 @@ def _latency_us(text: str | None) -> int:
         raise ConfigError.single("--latency-ms", "latency", "a number of milliseconds", text) from None
     if not value.is_finite() or value < 0 or value != value.to_integral_value():
         raise ConfigError.single("--latency-ms", "latency", "a whole number of microseconds >= 0", text)
+    if value > INT64[1]:  # named as given, not as the microseconds the node would have refused
+        raise ConfigError.single("--latency-ms", "latency", f"at most {Decimal(INT64[1]) / 1000} ms", text)
     return int(value)
 
 

@@ -89,3 +89,16 @@ def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
     assert cli._repeat_summary(killed) == f"all 2 runs repeated bit for bit: chain {'c' * 16}, frames {'f' * 16}"
     killed[1].refusal["step"] = 4
     assert cli._repeat_summary(killed).startswith("2 runs, 2 different outcomes; ")
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("1e30", "--latency-ms: latency: expected at most 9223372036854775.807 ms, got '1e30'"),
+    ("-1", "--latency-ms: latency: expected a whole number of microseconds >= 0, got '-1'"),
+    ("0.0005", "--latency-ms: latency: expected a whole number of microseconds >= 0, got '0.0005'"),
+])
+def test_a_latency_out_of_range_is_named_as_given(text, said):
+    """1e30 ms was refused as clock_master.latency_us with a 34-digit number the user never typed."""
+    with pytest.raises(cli.ConfigError) as err:
+        cli._latency_us(text)
+    assert str(err.value) == said
+    assert cli._latency_us("200") == 200_000
