@@ -22,8 +22,14 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
 
 
 def say(tool: str, err: BaseException | str) -> None:
-    """``err`` (an error or what to say) as one line on stderr: "simforge TOOL: ..."."""
-    print(f"simforge {tool}: {str(err).replace(chr(10), ' ')}", file=sys.stderr)
+    """``err`` (an error or what to say) as one line on stderr: "simforge TOOL: ...";
+    a configuration error a line per problem, as `simforge run` prints them (run together,
+    several problems read as one)."""
+    from simforge_ros.core.errors import ConfigError
+
+    lines = [str(p) for p in err.problems] if isinstance(err, ConfigError) else [str(err)]
+    for line in lines:
+        print(f"simforge {tool}: {line.replace(chr(10), ' ')}", file=sys.stderr)
 
 
 def out_dir_problem(text: str) -> str | None:

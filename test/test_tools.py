@@ -24,3 +24,17 @@ def test_a_step_line_not_shown_writes_nothing(capsys: pytest.CaptureFixture[str]
     line(3, 9)
     line.clear()
     assert capsys.readouterr().err == ""
+
+
+def test_say_prints_each_problem_of_a_configuration_error_on_its_own_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """`rerun` printed a kept params.yaml's two problems run together on one line."""
+    from simforge_ros.core.errors import ConfigError, Problem
+    from simforge_ros.tools import say
+
+    say("rerun", ConfigError([Problem("p.yaml", "clock_master.seed", "an integer >= 0", -4),
+                              Problem("p.yaml", "sim_bridge.width", "an int", "abc")]))
+    say("verify", ValueError("two\nlines"))
+    assert capsys.readouterr().err == (
+        "simforge rerun: p.yaml: clock_master.seed: expected an integer >= 0, got -4\n"
+        "simforge rerun: p.yaml: sim_bridge.width: expected an int, got 'abc'\n"
+        "simforge verify: two lines\n")
