@@ -57,12 +57,19 @@ class CruiseDriver:
         self._answered: tuple[Decide.Request, Decide.Response] | None = None
         self.node.create_service(Decide, "/simforge/decide", self._on_decide)
         self.ended: RunStatus | None = None  # the final status of a run this driver served
+        self._running: str | None = None  # the run id of the last "running" status seen
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_subscription(RunStatus, "/simforge/status", self._on_status, latched)
 
     def _on_status(self, status: RunStatus) -> None:
-        if status.state in ("counted", "refused") and self._answered is not None:
+        # A final status ends the run this driver served: one it answered, or one it saw
+        # running (refused before its first request, at a driver's own step-0 check or
+        # by a fault of the bridge's) -- not a run that ended before this driver started.
+        if status.state == "running":
+            self._running = status.run_id
+        elif status.state in ("counted", "refused") and (self._answered is not None
+                                                         or status.run_id == self._running):
             self.ended = status
 
     def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:

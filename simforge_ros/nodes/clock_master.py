@@ -179,6 +179,10 @@ def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int 
     return out
 
 
+SERVER_CHECK_S = 0.25
+"""Wall-clock seconds of stepping between two counts of a participant service's servers."""
+
+
 def _cancel(futures: Iterable[Any]) -> None:
     for future in futures:
         future.cancel()
@@ -196,6 +200,7 @@ class _Peer:
         self.pid: int | None = None
         self.host: str | None = None
         self.answered: tuple[int, str] | None = None  # (pid, host) its first answer named
+        self.next_server_check = -math.inf  # wall clock (monotonic): when to count its servers again
 
     def gone(self) -> bool:
         if self.pid is not None and self.host == HOST:
@@ -443,7 +448,30 @@ class ClockMaster:
         response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             peer.note_answer(response.pid, response.host, step)
+            self._check_one_server(peer, step, force=first)
         return response
+
+    def _check_one_server(self, peer: _Peer, step: int, force: bool = False) -> None:
+        """One node serves each participant's service: with two, whichever answers first is
+        taken, and one that never wins the race went unseen by the answers' pids (a counted
+        run, the other's answers dropped). The graph is asked at step 0, every
+        SERVER_CHECK_S of stepping (a count costs ~4 us) and before Finish. A new clock
+        master hears only live participants: a killed one's entry (kept 20 s by a graph that
+        knew it) is not announced to a process that starts after its death.
+
+        Raises:
+            ParticipantLost: more than one node serves the service.
+        """
+        now = time.monotonic()
+        if not force and now < peer.next_server_check:
+            return
+        peer.next_server_check = now + SERVER_CHECK_S
+        srv = peer.client.srv_name
+        count = self.node.count_services(srv)
+        if count > 1:
+            names = self._serving_nodes(srv, want=count)
+            raise ParticipantLost(step, f"{count} nodes serve {srv} ({', '.join(names) or 'not named yet'}): "
+                                        f"whichever answers first would be taken; one {peer.who} per run")
 
     def overdue(self, step: int) -> None:
         """For a participant in this process (the `single` layout), between chunks of a
@@ -719,7 +747,7 @@ class ClockMaster:
         for peer in (self._bridge, self._driver):
             msg = Participant()
             msg.role = peer.who
-            serving = self._serving_nodes(peer.client.srv_name, wait=peer.answered is not None)
+            serving = self._serving_nodes(peer.client.srv_name, want=1 if peer.answered is not None else 0)
             if len(serving) > 1:  # whichever answers first is taken: a run hangs on a race
                 first = peer.answered[0] if peer.answered is not None else None
                 self.node.get_logger().warning(
@@ -731,11 +759,12 @@ class ClockMaster:
             participants.append(msg)
         return participants
 
-    def _serving_nodes(self, service: str, wait: bool) -> list[str]:
-        """Full names of the nodes the ROS graph says offer ``service``; with ``wait`` (it
-        answered, so some node does), up to GRAPH_WAIT_S for the graph to name one. A
-        second server announced later than that goes unnamed: the answers' pids are the
-        check that holds (_Peer.note_answer)."""
+    def _serving_nodes(self, service: str, want: int) -> list[str]:
+        """Full names of the nodes the ROS graph says offer ``service``, waiting up to
+        GRAPH_WAIT_S for it to name ``want`` of them (one that answered; those the graph
+        counted as servers: it may count a server before it names its node). A second
+        server announced later than that goes unnamed here; the servers' count
+        (_check_one_server) and the answers' pids (_Peer.note_answer) are the checks."""
         wall_deadline = time.monotonic() + GRAPH_WAIT_S
         while True:
             names = []
@@ -746,7 +775,7 @@ class ClockMaster:
                     continue
                 if any(srv == service for srv, _types in offered):
                     names.append(namespace.rstrip("/") + "/" + name)
-            if names or not wait or time.monotonic() >= wall_deadline:
+            if len(names) >= want or time.monotonic() >= wall_deadline:
                 return sorted(names)
             time.sleep(0.01)  # the graph is updated by rmw's own threads
 
@@ -762,6 +791,8 @@ class ClockMaster:
                 raise self._refused_at_start
             run_lockstep(self.config.loop, self, self, time.perf_counter_ns, progress, on_step)
             self._hold_at_end(progress.steps_done)
+            for peer in (self._bridge, self._driver):  # one that came during the last checks' interval
+                self._check_one_server(peer, progress.steps_done, force=True)
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")

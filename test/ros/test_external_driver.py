@@ -3,6 +3,7 @@ uses nothing of simforge_ros but its interfaces) steps in lockstep in place of o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -131,10 +132,12 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
     assert route.status == "counted" and route.chain_digest != results[0].chain_digest
 
 
-@pytest.mark.parametrize(("faults", "state", "code"), [((), "counted", 0), (("kill=sim_bridge@3",), "refused", 1)])
+@pytest.mark.parametrize(("faults", "state", "code"), [
+    ((), "counted", 0), (("kill=sim_bridge@3",), "refused", 1), (("drop_frame@0",), "refused", 1)])
 def test_the_example_with_once_exits_when_the_run_it_served_ends(tmp_path, monkeypatch, faults, state, code):
     """Without --once it serves run after run until stopped: a CI job driving an ECU in
-    lockstep needs the driver to end with the run, and say how the run ended."""
+    lockstep needs the driver to end with the run, and say how the run ended. A run refused
+    before the driver's first answer (drop_frame@0) ends it too: it waited for ever."""
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         driver = subprocess.Popen([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env), text=True,
@@ -199,19 +202,53 @@ def test_a_recorder_told_to_await_the_drivers_parameters_does_not_start_the_run_
             "(recorder.await_driver is true: an external driver publishes none)") in log
 
 
-def test_two_drivers_serving_decide_are_named_as_the_graph_knows_them(tmp_path, monkeypatch):
-    """Either answers a request first: the run is refused when their answers alternate
-    (participant_lost). The manifest names the serving nodes the run's graph knows at its
-    end: one or both (a run refused at once may end before the second is announced)."""
+def _slow_driver(tmp_path: Path) -> Path:
+    """The example, 30 ms slower to answer: as a second server it never wins the race."""
+    slow = tmp_path / "slow_driver.py"
+    slow.write_text(EXAMPLE.read_text().replace(
+        "    def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:\n",
+        "    def _on_decide(self, request: Decide.Request, response: Decide.Response) -> Decide.Response:\n"
+        "        __import__('time').sleep(0.03)\n", 1))
+    return slow
+
+
+def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatch):
+    """Either answers a request first: the run was refused only when their answers
+    alternated, and counted when one always won (a slower second one). The clock master
+    counts the servers at step 0 and every SERVER_CHECK_S of stepping (its own graph may
+    hear of the second after step 0)."""
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
-        with external_driver(lease.env, tmp_path / "one.log"), external_driver(lease.env, tmp_path / "two.log"):
+        with external_driver(lease.env, tmp_path / "one.log"), \
+                external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)):
             _wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
-            result = lockstep(tmp_path, steps=60, layout="single", driver="external")
-    manifest = manifest_of(result)
-    assert manifest["participants"]["driver"]["node"] in ("/external_driver", "/external_driver, /external_driver")
-    if result.refusal is not None:
-        assert result.refusal["code"] == "participant_lost" and "or two nodes serve" in result.refusal["detail"]
+            result = lockstep(tmp_path, steps=100, layout="single", driver="external",
+                              sets={"clock_master": {"real_time_factor": 1.0}})
+    assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
+    assert result.refusal["detail"].startswith(
+        "2 nodes serve /simforge/decide (/external_driver, /external_driver): whichever answers first would be "
+        "taken; one driver per run"), result.refusal
+    assert manifest_of(result)["participants"]["driver"]["node"] == "/external_driver, /external_driver"
+
+
+def test_a_second_driver_that_never_answers_first_is_refused_once_it_serves(tmp_path, monkeypatch):
+    """One slower than the first never wins the race: its answers were dropped unsaid and
+    the run counted. It is seen by the servers' count within SERVER_CHECK_S of stepping."""
+    slow = _slow_driver(tmp_path)
+    started: list[int] = []
+    with lease_domain(tmp_path / "lease") as lease, contextlib.ExitStack() as later:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+
+        def start_the_second(k: int, _total: int) -> None:
+            if k == 3 and not started:
+                started.append(later.enter_context(external_driver(lease.env, tmp_path / "two.log", slow)).pid)
+
+        with external_driver(lease.env, tmp_path / "one.log"):
+            result = lockstep(tmp_path, steps=100, layout="single", driver="external", on_step=start_the_second,
+                              sets={"clock_master": {"real_time_factor": 1.0}})
+    assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
+    assert result.refusal["step"] > 3
+    assert result.refusal["detail"].startswith("2 nodes serve /simforge/decide (")
 
 
 def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):
