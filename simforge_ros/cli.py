@@ -370,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the versions a run's digests depend on")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario in lockstep", description=f"--json objects carry: {_RUN_FIELDS}")
+    parser.set_defaults(command_parser=None)
+    run.set_defaults(command_parser=run)  # its own usage for an argument it does not know
     run.add_argument("scenario", nargs="?", default=None,
                      help="a name from `simforge scenarios` or a scenario file (default: the --params-file's)")
     run.add_argument("--params-file", default=None, metavar="FILE",
@@ -398,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print one JSON object per run")
     run.set_defaults(func=_run)
     scen = sub.add_parser("scenarios", help="list the scenarios")
-    scen.set_defaults(func=_scenarios)
+    scen.set_defaults(func=_scenarios, command_parser=scen)
     for name, target, summary in _TOOLS:
         tool = sub.add_parser(name, add_help=False, help=f"{summary} (`simforge {name} --help`)")
         tool.set_defaults(module=target)
@@ -408,6 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if argv and argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        parser.error(f"unrecognized argument {argv[0]} (the command comes first: simforge COMMAND ...)")
     args, rest = parser.parse_known_args(argv)
     try:
         if hasattr(args, "module"):
@@ -420,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 return int(module.main(rest, observations_from_run, driver_settings))
             return int(module.main(rest))
         if rest:
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
+            (args.command_parser or parser).error(f"unrecognized arguments: {' '.join(rest)}")
         return int(args.func(args))
     except ConfigError as err:
         print(f"simforge: {err}", file=sys.stderr)

@@ -102,3 +102,17 @@ def test_a_latency_out_of_range_is_named_as_given(text, said):
         cli._latency_us(text)
     assert str(err.value) == said
     assert cli._latency_us("200") == 200_000
+
+
+def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):
+    """`simforge --bogus` said only that a command was required; `simforge run --bogus`
+    printed the top-level usage."""
+    for argv, usage, said in ((["--bogus"], "usage: simforge [-h]", "unrecognized argument --bogus (the command "
+                                                                       "comes first"),
+                              (["run", "--bogus", "right_turn"], "usage: simforge run ", "unrecognized arguments: "
+                                                                                           "--bogus")):
+        with pytest.raises(SystemExit) as info:
+            cli.main(argv)
+        assert info.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(usage) and said in err, err
