@@ -28,7 +28,7 @@ import json
 import math
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -126,11 +126,14 @@ def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], 
 _PER_RUN = ("run_id", "out_dir")  # RunSpec fields each run has of its own
 
 
-def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], list[str]]:
+def _params_file(path: str, given: Collection[str] = ()) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
+                                                                   list[str]]:
     """(run options, other parameters, fault specs) from a ROS 2 parameter file.
 
     A run option is a RunSpec field that the runner turns into node parameters
     (runner.SPEC_PARAMS); the rest of the file goes in as --set, before the command line's.
+    ``given``: the run options the command line gives, whose values in the file are not
+    used, so not checked (a scenario file the kept params.yaml of a run names, since moved).
 
     Raises:
         ConfigError: a bad file, or a scenario that differs between sim_bridge and driver.
@@ -154,7 +157,8 @@ def _params_file(path: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]], 
                 _check_file_faults(path, f"{node}.{name}", value)
                 faults += [f for f in value if f not in faults]
             elif option is not None:
-                _check_file_option(path, f"{node}.{name}", option, value)
+                if option not in given:
+                    _check_file_option(path, f"{node}.{name}", option, value)
                 if option in options and options[option] != value:
                     raise ConfigError.single(path, f"{node}.{name}", f"the same {option} as the other nodes",
                                              value)
@@ -215,7 +219,8 @@ def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
     from simforge_ros.runner import RunSpec, new_run_id, node_params, run
 
-    options, file_sets, file_faults = _params_file(args.params_file) if args.params_file else ({}, {}, [])
+    given = [option for option, value in (("scenario", args.scenario), ("driver", args.driver)) if value is not None]
+    options, file_sets, file_faults = _params_file(args.params_file, given) if args.params_file else ({}, {}, [])
     scenario = args.scenario if args.scenario is not None else options.get("scenario")
     if scenario is None:
         raise ConfigError.single("SCENARIO", "scenario", "a scenario name or file (or sim_bridge.scenario in "

@@ -265,7 +265,8 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
             chosen = domain_id
             break
     if chosen < 0:
-        raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1}")
+        raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1} (each is "
+                           "held by another run, or DDS participants on this machine are in it)")
     own_tmp = None
     if log_dir is None:
         own_tmp = tempfile.TemporaryDirectory(prefix="simforge-ros-log-")

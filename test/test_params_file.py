@@ -188,6 +188,17 @@ def test_a_run_option_the_file_gives_is_named_as_the_files(tmp_path, text, said)
     assert str(err.value).startswith(f"{path}: {said}"), str(err.value)
 
 
+def test_a_run_option_the_command_line_gives_is_not_checked_in_the_file(tmp_path):
+    """The command line's SCENARIO and --driver win: the file's are not used, so a scenario
+    file a kept params.yaml names, since moved, does not stop `--params-file RUN/params.yaml`."""
+    path = _write(tmp_path, "sim_bridge:\n  ros__parameters: {scenario: /moved/away.yaml}\n"
+                            "driver:\n  ros__parameters: {policy: bogus}\n")
+    options, _sets, _faults = cli._params_file(str(path), given=("scenario", "driver"))
+    assert options == {"scenario": "/moved/away.yaml", "driver": "bogus"}  # taken, and overridden by the caller
+    with pytest.raises(ConfigError):
+        cli._params_file(str(path), given=("scenario",))
+
+
 def test_a_parameter_given_twice_is_named_with_both_lines(tmp_path):
     """The last of two was taken silently: a run of `decision_us` 100000 then 200000 ran
     at 200 ms and said nothing."""

@@ -43,10 +43,11 @@ class UniqueKeyLoader(yaml.SafeLoader):
     silently (two decision_us in a parameter file ran with the second)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[str, yaml.Mark] = {}
+        seen: dict[tuple[str, str], yaml.Mark] = {}
         for key_node, _ in node.value:
             if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                first = seen.setdefault(key_node.value, key_node.start_mark)
+                # by resolved type and text: 1 and "1" are two keys
+                first = seen.setdefault((key_node.tag, key_node.value), key_node.start_mark)
                 if first is not key_node.start_mark:
                     raise yaml.constructor.ConstructorError(
                         None, None, f"found {key_node.value!r} twice in one mapping (first on line {first.line + 1})",

@@ -56,5 +56,5 @@ def make_policy(name: str, params: Mapping[str, Any], planning_period_us: int | 
             "weights_path": params["weights"],
             "weights_seed": params["weights_seed"],
         }, source="driver")
-        return TorchPlanner(config)
+        return TorchPlanner(config, frames_hw=None)  # checked at the bridge's size (Driver._fit_frames)
     raise ConfigError.single("driver", "policy", f"one of {', '.join(POLICIES)}", name)

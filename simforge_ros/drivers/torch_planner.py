@@ -248,9 +248,12 @@ class PursuitGains:
 TRACKER = PursuitGains()
 
 
-def _call_seed(run_seed: int, step: int) -> int:
-    """A well-mixed 63-bit seed per (run seed, step) so no two steps share noise."""
-    digest = hashlib.sha256(f"torch-planner|{run_seed}|{step}".encode()).digest()
+def _call_seed(run_seed: int, step: int, stream: str = "") -> int:
+    """A well-mixed 63-bit seed per (run seed, step) so no two steps share noise; a
+    ``stream`` of its own for torch's global generator (seeded alike, a model adding
+    torch.randn_like(noise) to its noise input would have doubled it)."""
+    label = "torch-planner" + (f"-{stream}" if stream else "")
+    digest = hashlib.sha256(f"{label}|{run_seed}|{step}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
@@ -300,19 +303,31 @@ def nominal_x_m(speed_mps: float, target_mps: float, accel_mps2: float, t_s: np.
     return v0 * t1 + 0.5 * a * t1 * t1 + (v0 + a * t_reach) * np.maximum(t_s - t_reach, 0.0)
 
 
+DEFAULT_FRAMES_HW = (180, 320)
+"""The bridge's default frame size (sim_bridge.height, sim_bridge.width)."""
+
+
 class TorchPlanner:
     """Policy: plan with the CNN at planning steps, track the anchored plan every step."""
 
     name = "torch"
 
-    def __init__(self, config: TorchPlannerConfig, frames_hw: tuple[int, int] = (180, 320)) -> None:
-        self.config, self.frames_hw = config, (int(frames_hw[0]), int(frames_hw[1]))
+    def __init__(self, config: TorchPlannerConfig, frames_hw: tuple[int, int] | None = (180, 320)) -> None:
+        """``frames_hw``: the (height, width) it plans on, its model checked at it now; None
+        when not known yet (the driver node, before the bridge's parameters come): the
+        model is then checked by use_frames_hw, at the size the bridge renders (a model
+        that takes only that size was refused at the default one)."""
+        self.config = config
+        self.frames_hw = (int(frames_hw[0]), int(frames_hw[1])) if frames_hw is not None else DEFAULT_FRAMES_HW
         model, self._weights_kind, self._weights_sha256 = load_weights(config)
         # The network in use (also for export, e.g. torch.jit.script(planner.model)).
         self.model: nn.Module = model.eval().to(_DTYPES[config.dtype])  # called in inference_mode
         self._seed, self._decision_us, self._period_steps = 0, 0, 0
         self._plan: tuple[int, Pose2D, tuple[TrajectoryPoint, ...]] | None = None
-        self._check_model()
+        self._checked_hw: tuple[int, int] | None = None
+        if frames_hw is not None:
+            self._check_model()
+            self._checked_hw = self.frames_hw
 
     def _check_model(self) -> None:
         """One call on black frames at start-up, so that a TorchScript model of another
@@ -350,11 +365,12 @@ class TorchPlanner:
             ConfigError: the model fails on, or answers wrongly to, frames of that size.
         """
         hw = (int(frames_hw[0]), int(frames_hw[1]))
-        if hw == self.frames_hw:
+        if hw == self._checked_hw:
             return False
-        self.frames_hw = hw
+        changed, self.frames_hw = hw != self.frames_hw, hw
         self._check_model()
-        return True
+        self._checked_hw = hw
+        return changed
 
     def _latent_dim(self) -> int:
         return int(getattr(self.model, "latent_dim", len(self.config.cameras) * 32 + 1))
@@ -406,7 +422,7 @@ class TorchPlanner:
         images = self._images(obs)
         speed = torch.tensor([obs.state.speed_mps], dtype=torch.float32)
         with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode(), _global_rng(
-            _call_seed(self._seed, obs.step) if cfg.deterministic else None
+            _call_seed(self._seed, obs.step, "global") if cfg.deterministic else None
         ):
             gen = torch.Generator()
             if cfg.deterministic:

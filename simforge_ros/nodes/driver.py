@@ -131,7 +131,8 @@ class Driver:
         try:
             changed = use(frames_hw)
         except ConfigError as err:
-            self._refused_at_start = ParticipantError(0, str(err))
+            if self._refused_at_start is None:  # a period refused first keeps its code
+                self._refused_at_start = ParticipantError(0, str(err))
             return
         if changed:  # the manifest describes the size planned on
             publish_node_params(self.node, NAME, self._values, {

@@ -352,18 +352,20 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
 
 
 def _refusal_problems(refusal: Mapping[str, Any], steps: object) -> list[str]:
-    """A refusal's code is one of the table's, and its step comes after the recorded ones
-    (-1: before step 0, none recorded). A salvaged run may have recorded fewer steps than
-    its clock master ran: its refusal comes later still, never earlier."""
+    """A refusal's code is one of the table's, and its step is the last recorded one or
+    later (-1: before step 0, none recorded). Usually it is the step after the last
+    recorded; a run stopped while its clock master waited for the recorder, or whose
+    recorder died during Finish, is refused at its last recorded step; a salvaged run may
+    have recorded fewer steps than its clock master ran, and its refusal comes later."""
     problems = []
     if refusal["code"] not in REFUSALS:
         problems.append(f"'refusal.code' must be one of {', '.join(REFUSALS)}, got {refusal['code']!r}")
     step = refusal.get("step")
     if not isinstance(step, int) or not _is_int(step, -1):
         problems.append(f"'refusal.step' must be an int >= -1, got {step!r}")
-    elif isinstance(steps, int) and _is_int(steps) and not (step >= steps or (step == -1 and steps == 0)):
-        problems.append(f"'refusal.step' is {step}, but {steps} steps were recorded: a run is refused at the "
-                        "step after its last recorded one, or later")
+    elif isinstance(steps, int) and _is_int(steps) and step < steps - 1:
+        problems.append(f"'refusal.step' is {step}, but {steps} steps were recorded: a run is refused at its "
+                        "last recorded step or later")
     return problems
 
 

@@ -210,6 +210,13 @@ class _FixedSizePlanner(torch.nn.Module):
         return images.reshape(4, 180, 320, 3)[:1, :10, :2, 0].float()
 
 
+class _SmallSizePlanner(torch.nn.Module):
+    """Takes four 160x90 frames and no other size."""
+
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        return images.reshape(4, 90, 160, 3)[:1, :10, :2, 0].float()
+
+
 def _script(module: torch.nn.Module, path: Path) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -290,6 +297,16 @@ def test_the_planner_plans_at_the_size_the_bridge_renders(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as err:
         fixed.use_frames_hw((90, 160))
     assert err.value.problems[0].field == "driver.weights" and "cameras of 160x90" in str(err.value)
+    # the driver node does not know the bridge's size when it builds the planner: a model
+    # that takes only the bridge's was refused at the default size, before it was asked
+    small_path = _script(_SmallSizePlanner(), tmp_path / "small.pt")
+    with pytest.raises(ConfigError):
+        TorchPlanner(TorchPlannerConfig(weights_path=small_path))
+    later = TorchPlanner(TorchPlannerConfig(weights_path=small_path), frames_hw=None)
+    assert later.use_frames_hw((90, 160)) is True
+    unknown = TorchPlanner(TorchPlannerConfig(weights_path=small_path), frames_hw=None)
+    with pytest.raises(ConfigError):  # the default size, once named, is checked too
+        unknown.use_frames_hw((180, 320))
 
 
 def test_a_model_answering_non_finite_values_is_refused_at_its_step(

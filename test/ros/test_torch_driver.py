@@ -121,6 +121,19 @@ def test_a_model_that_cannot_take_the_bridges_size_is_refused_at_step_0(tmp_path
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_error", 0)
     assert "driver.weights: expected a model answering (1, 10, 2) to 4 cameras of 160x90" in result.refusal["detail"]
     assert "\n" not in result.refusal["detail"]
+    # and one that takes only the bridge's size runs: the driver checks it at that size,
+    # not at the default one before it knows the bridge's (refused at start-up once)
+    class OnlySmall(torch.nn.Module):
+        def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+            return images.reshape(4, 90, 160, 3)[:1, :10, :2, 0].float()
+
+    fits = tmp_path / "fits.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(OnlySmall()), str(fits))
+    counted = lockstep(tmp_path, steps=6, driver="torch", layout="processes",
+                       sets={"sim_bridge": {"width": 160, "height": 90}, "driver": {"weights": str(fits)}})
+    assert counted.status == "counted", counted.refusal
 
 
 def test_a_relative_weights_path_names_the_file_from_where_simforge_was_started(tmp_path):
