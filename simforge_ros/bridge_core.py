@@ -161,7 +161,8 @@ class BridgeCore:
         if t_us % period_us:
             return []
         faults = self._config.faults
-        dropped = self._config.cameras[0] if faults.at("drop_frame", step) is not None else None
+        dropped = self._config.cameras[0] if faults.at("drop_frame", step) is not None and self._config.cameras \
+            else None
         stale = faults.at("stale_frame", step) is not None
         frames = []
         for camera in self._config.cameras:

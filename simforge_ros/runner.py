@@ -36,8 +36,11 @@ from simforge_ros.core.errors import (
     ConfigError,
     ParticipantError,
     Problem,
+    RateNotMultiple,
 )
 from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
+from simforge_ros.core.units import resolve_period
 from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.isolation import (
     DISCOVERY_VAR,
@@ -185,7 +188,44 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
             params[node][name] = value
     checked = validate(params, "run parameters")
     check_frame_wait(checked, "run parameters")
+    check_camera_faults(checked, plan)
     return checked
+
+
+CAMERA_FAULTS = ("drop_frame", "stale_frame", "flip_pixel")
+
+
+def check_camera_faults(params: Mapping[str, Mapping[str, Any]], plan: FaultPlan) -> None:
+    """A camera fault must be able to fire: the bridge renders a camera, and frames at the
+    fault's step; a stale frame needs an earlier one. Such a plan broke nothing and the run
+    counted, unsaid (with no camera, drop_frame failed the bridge with an IndexError).
+
+    Raises:
+        ConfigError: naming the fault and the step it can act at.
+    """
+    faults = [f for f in plan.faults if f.kind in CAMERA_FAULTS]
+    if not faults:
+        return
+    bridge = params.get("sim_bridge", {})
+    if not bridge.get("cameras", spec_of("sim_bridge", "cameras").default):
+        raise ConfigError.single("--inject", faults[0].spec(), "a camera fault with a camera to act on "
+                                 "(sim_bridge.cameras is [])", faults[0].spec())
+    try:
+        decision_us = resolve_period(params.get("clock_master", {}), "decision") or DEFAULT_DECISION_US
+        camera_us = resolve_period(bridge, "camera_period")
+    except (ConfigError, RateNotMultiple):
+        return  # named where the periods are checked
+    if camera_us is not None and camera_us % decision_us:
+        return  # refused rate_not_multiple at the bridge's reset
+    every = camera_us // decision_us if camera_us is not None else 1
+    for fault in faults:
+        assert fault.step is not None
+        if fault.step % every:
+            raise ConfigError.single("--inject", fault.spec(), f"{fault.kind}@K at a step the bridge renders frames "
+                                     f"at (every {every} steps, camera_period_us={camera_us})", fault.spec())
+        if fault.kind == "stale_frame" and fault.step < every:
+            raise ConfigError.single("--inject", fault.spec(), f"stale_frame@K at a step after the first frames "
+                                     f"(K >= {every}: at step {fault.step} no earlier frame exists)", fault.spec())
 
 
 def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

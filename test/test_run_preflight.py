@@ -269,3 +269,28 @@ def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatc
         isolation.hold_domain(8, "simforge run r").__enter__()
     assert str(err.value).startswith("ROS_DOMAIN_ID: lock file: expected a file every user may open")
     assert str(tmp_path / "locks" / "8.run") in str(err.value)
+
+
+@pytest.mark.parametrize(("faults", "sets", "said"), [
+    (("drop_frame@5",), {"sim_bridge": {"cameras": []}},
+     "--inject: drop_frame@5: expected a camera fault with a camera to act on (sim_bridge.cameras is [])"),
+    (("stale_frame@0",), {}, "--inject: stale_frame@0: expected stale_frame@K at a step after the first frames "
+                             "(K >= 1: at step 0 no earlier frame exists)"),
+    (("stale_frame@0",), {"sim_bridge": {"camera_period_us": 200_000}},
+     "stale_frame@K at a step after the first frames (K >= 2: at step 0"),
+    (("flip_pixel=chase@5",), {"sim_bridge": {"camera_period_s": 0.2}},
+     "--inject: flip_pixel=chase@5: expected flip_pixel@K at a step the bridge renders frames at (every 2 steps, "
+     "camera_period_us=200000)"),
+])
+def test_a_camera_fault_that_cannot_fire_is_a_usage_error(tmp_path, faults, sets, said):
+    """Each broke nothing and the run counted, unsaid; drop_frame with no camera failed the
+    bridge with an IndexError (participant_error)."""
+    with pytest.raises(ConfigError) as err:
+        node_params(_spec(tmp_path, steps=10, faults=faults, sets=sets))
+    assert said in str(err.value), str(err.value)
+
+
+def test_a_camera_fault_at_a_step_the_bridge_renders_is_taken(tmp_path):
+    params = node_params(_spec(tmp_path, steps=10, faults=("stale_frame@4", "drop_frame@2"),
+                               sets={"sim_bridge": {"camera_period_us": 200_000}}))
+    assert params["sim_bridge"]["faults"] == ["stale_frame@4", "drop_frame@2"]

@@ -358,13 +358,17 @@ class ClockMaster:
         self._pauses += 1
         pause_start = time.perf_counter_ns()
         try:
-            self._wait_for_recorder(step, published)
+            self._wait_for_recorder(step, published)  # refused, at step + 1
         finally:
             self._pause_ns += time.perf_counter_ns() - pause_start
 
-    def _wait_for_recorder(self, step: int, published: int) -> None:
+    def _wait_for_recorder(self, done: int, published: int) -> None:
+        """Wait after step ``done``, whose records are out: a refusal here is at the step
+        the run was to do next, ``published`` (the recorder may yet chain step ``done``;
+        a refusal at ``done`` then named a step the manifest counts as recorded)."""
         assert self._executor is not None
-        self._flush()  # what the recorder needs to chain up to this step
+        step = published
+        self._flush()  # what the recorder needs to chain up to step ``done``
         timeout_s = self.config.participant_timeout_s
         wall_deadline = time.monotonic() + timeout_s
         recorded = self._backlog.recorded
@@ -813,12 +817,15 @@ class ClockMaster:
             if refusal is not None:
                 status.code, status.step, status.detail = refusal.code, refusal.step, refusal.detail
             request = Finish.Request()
-            request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
+            # refused while waiting for the recorder after a step: that step's records are out too
+            request.expected_steps = (progress.expected_steps if refusal is None
+                                      else max(progress.steps_done, refusal.step))
             request.status = status
             request.participants = self._participants()
             request.wall_paced_ns, request.wall_held_ns = self._pacer.waited_ns, self._held_ns
             try:
-                response = self._call(self._recorder, request, max(self._step, -1), self.config.participant_timeout_s,
+                # a recorder lost now is refused at the step after the last done (its steps are)
+                response = self._call(self._recorder, request, progress.steps_done, self.config.participant_timeout_s,
                                       first=True, interruptible=False)
                 chain = response.chain_digest
                 if refusal is None and not response.counted:

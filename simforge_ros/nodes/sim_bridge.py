@@ -111,6 +111,10 @@ class SimBridge:
             if not frame or frame.startswith("/") or any(c.isspace() for c in frame):
                 raise ConfigError.single(NAME, key, "a tf2 frame name (not empty, no leading '/', no spaces)", frame)
         self._backend = backend
+        on_camera = [f.spec() for f in faults if f.kind in ("drop_frame", "stale_frame", "flip_pixel")]
+        if on_camera and not self._cameras:
+            raise ConfigError.single(NAME, "faults", "a camera fault with a camera to act on (cameras is [])",
+                                     on_camera)
         for fault in faults:
             if fault.kind == "flip_pixel" and fault.camera not in self._cameras:
                 raise ConfigError.single(NAME, "faults", "flip_pixel=CAMERA@K with CAMERA one of the cameras it "

@@ -172,9 +172,14 @@ def _load_run(path: Path) -> RunDir:
     if not (path / MANIFEST).exists() and (path / STEPS).is_file():
         # the recorder began this run and never wrote its manifest: it was killed
         kept = (path / STEPS).read_bytes().count(b"\n")
+        # rosbags writes a sqlite3 bag in one transaction, committed when it is closed: a
+        # killed recorder's holds no message, and only an MCAP bag's complete chunks remain
+        remedy = (f"`simforge salvage {path}` makes a usable run of its bag" if not any(path.glob("bag/*.db3"))
+                  else "its sqlite3 bag is committed only when the recorder closes it, so nothing of it can be "
+                       "salvaged (recorder.storage: mcap, the default, can be)")
         raise RunDirError(path / MANIFEST, f"missing: the recorder did not finish this run (killed?); "
                                            f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
-                                           f"said; `simforge salvage {path}` makes a usable run of its bag")
+                                           f"said; {remedy}")
     if not (path / MANIFEST).exists() and _made_without_record(path):
         raise RunDirError(path / MANIFEST, "missing: the run was made with clock_master.record: false, so "
                                            "nothing of it was recorded (its params.yaml says so)")

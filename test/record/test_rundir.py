@@ -160,6 +160,17 @@ def test_a_directory_that_cannot_be_read_is_named(make_run: MakeRun, monkeypatch
     assert error_of(run) == f"{run / 'manifest.json'}: unreadable: Permission denied"
 
 
+def test_a_killed_recorders_sqlite3_run_is_not_sent_to_salvage(make_run: MakeRun) -> None:
+    """salvage reads MCAP chunks only, and a sqlite3 bag is committed when it is closed:
+    the message once sent the user to a salvage that refused it."""
+    run = make_run(storage="sqlite3")
+    (run / "manifest.json").unlink()
+    said = error_of(run)
+    assert "simforge salvage" not in said
+    assert said.endswith("its sqlite3 bag is committed only when the recorder closes it, so nothing of it can be "
+                         "salvaged (recorder.storage: mcap, the default, can be)")
+
+
 def test_other_format_is_refused(make_run: MakeRun) -> None:
     run = make_run()
     set_manifest(run, format=2)

@@ -428,6 +428,9 @@ _NO_BACKEND = "sim_bridge: backend: expected one of embedded, carla, got 'carla9
         # a fault on a camera the bridge does not render never fired, and the run was counted
         ("single", {"sim_bridge": {"faults": ["flip_pixel=left@1"]}},
          "sim_bridge: faults: expected flip_pixel=CAMERA@K with CAMERA one of the cameras it renders (chase, front)"),
+        # with no camera, drop_frame failed the bridge at its step (IndexError: participant_error)
+        ("processes", {"sim_bridge": {"cameras": [], "faults": ["drop_frame@2"]}},
+         "sim_bridge: faults: expected a camera fault with a camera to act on (cameras is []), got ['drop_frame@2']"),
     ],
 )
 def test_a_node_that_cannot_start_is_a_config_error_naming_its_field_at_once(tmp_path, layout, sets, needle):
@@ -450,7 +453,7 @@ def test_a_stalled_recorder_pauses_the_loop_and_is_refused_not_outrun(tmp_path):
                       sets={"clock_master": {"recorder_backlog_steps": 20, "participant_timeout_ms": 1500}})
     assert result.status == "refused" and result.refusal["code"] == "participant_timeout"
     assert "recorder chained no step within 1.5 s" in result.refusal["detail"]
-    assert 20 <= result.refusal["step"] <= 25  # 20 steps past what it had chained (0 to 5 steps)
+    assert 21 <= result.refusal["step"] <= 26  # the step after the 20 past what it had chained (0 to 5 steps)
     assert time.monotonic() - wall_start < 60
     assert processes_mentioning(result.run_dir) == []
 
