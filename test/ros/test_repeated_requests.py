@@ -147,7 +147,7 @@ def test_a_lost_answer_to_step_0_is_asked_again_and_the_run_is_the_same(tmp_path
     log = (Path(runs[0].run_dir) / "logs" / "clock_master.log").read_text()
     assert "no answer from driver within 1 s (step 0): sending the request again" in log
     log = (Path(runs[2].run_dir) / "logs" / "clock_master.log").read_text()
-    assert "no answer from recorder within 1 s (step 9): sending the request again" in log
+    assert "no answer from recorder within 1 s (step 10): sending the request again" in log  # after the last step
 
 
 def test_a_lost_answer_after_step_0_is_a_timeout_not_a_repeat(tmp_path):
