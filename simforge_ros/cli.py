@@ -275,7 +275,12 @@ def _run(args: argparse.Namespace) -> int:
             faults=tuple(file_faults + [f for f in args.inject if f not in file_faults]), record=record,
         )
 
-    node_params(spec_of(new_run_id(scenario, seed, 0)))  # every parameter checked before --out is made
+    try:
+        node_params(spec_of(new_run_id(scenario, seed, 0)))  # every parameter checked before --out is made
+    except ConfigError as err:  # a fault the file gave is named as the file's
+        raise ConfigError([Problem(args.params_file, "faults", p.expected, p.got)
+                           if p.source == "--inject" and p.field in file_faults and p.field not in args.inject
+                           else p for p in err.problems]) from None
     problem = out_dir_problem(args.out)
     if problem is not None:
         raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",

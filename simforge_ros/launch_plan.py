@@ -26,9 +26,10 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.faults import FaultPlan
 from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.params import both_units, check_frame_wait, coerce, read_params_file, spec
-from simforge_ros.runner import DRIVERS, EXTERNAL
+from simforge_ros.runner import DRIVERS, EXTERNAL, check_camera_faults
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 """The nodes a launch starts, in the order it starts them (the clock master last: it
@@ -178,6 +179,11 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
                 check()
             except ConfigError as err:
                 problems.extend(err.problems)
+    bridge_faults = merged["sim_bridge"].get("faults") or []
+    try:  # as simforge run checks them: a camera fault that cannot fire is no plan
+        check_camera_faults(merged, FaultPlan.parse(list(bridge_faults)), str(params_file), "sim_bridge.faults")
+    except ConfigError as err:
+        problems.extend(err.problems)
     if problems:
         raise ConfigError(problems)
     return LaunchPlan(params_file, handed)

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
 from simforge_ros.params import read_params_file
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
@@ -164,7 +164,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir = ((Path(args.out) if args.out is not None else kept.path.parent) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
         result = start_run(spec)
-    except SimforgeError as err:  # RunDirError, ConfigError: one line, never a traceback
+    except ConfigError as err:  # the kept params.yaml's faults are its own, not a --inject of this command
+        say("rerun", ConfigError([Problem(str(Path(args.run) / PARAMS), "faults", p.expected, p.got)
+                                  if p.source == "--inject" else p for p in err.problems]))
+        return EXIT_USAGE
+    except SimforgeError as err:  # RunDirError: one line, never a traceback
         say("rerun", err)
         return EXIT_USAGE
     rerun_manifest = None

@@ -195,21 +195,26 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
 CAMERA_FAULTS = ("drop_frame", "stale_frame", "flip_pixel")
 
 
-def check_camera_faults(params: Mapping[str, Mapping[str, Any]], plan: FaultPlan) -> None:
+def check_camera_faults(params: Mapping[str, Mapping[str, Any]], plan: FaultPlan, source: str = "--inject",
+                        field: str | None = None) -> None:
     """A camera fault must be able to fire: the bridge renders a camera, and frames at the
     fault's step; a stale frame needs an earlier one. Such a plan broke nothing and the run
     counted, unsaid (with no camera, drop_frame failed the bridge with an IndexError).
+    ``source`` and ``field`` name where the faults came from (default: the fault's spec
+    given to --inject).
 
     Raises:
         ConfigError: naming the fault and the step it can act at.
     """
+    def problem(fault: Any, expected: str) -> ConfigError:
+        return ConfigError.single(source, field or fault.spec(), expected, fault.spec())
+
     faults = [f for f in plan.faults if f.kind in CAMERA_FAULTS]
     if not faults:
         return
     bridge = params.get("sim_bridge", {})
     if not bridge.get("cameras", spec_of("sim_bridge", "cameras").default):
-        raise ConfigError.single("--inject", faults[0].spec(), "a camera fault with a camera to act on "
-                                 "(sim_bridge.cameras is [])", faults[0].spec())
+        raise problem(faults[0], "a camera fault with a camera to act on (sim_bridge.cameras is [])")
     try:
         decision_us = resolve_period(params.get("clock_master", {}), "decision") or DEFAULT_DECISION_US
         camera_us = resolve_period(bridge, "camera_period")
@@ -221,11 +226,11 @@ def check_camera_faults(params: Mapping[str, Mapping[str, Any]], plan: FaultPlan
     for fault in faults:
         assert fault.step is not None
         if fault.step % every:
-            raise ConfigError.single("--inject", fault.spec(), f"{fault.kind}@K at a step the bridge renders frames "
-                                     f"at (every {every} steps, camera_period_us={camera_us})", fault.spec())
+            raise problem(fault, f"{fault.kind}@K at a step the bridge renders frames at (every {every} steps, "
+                                 f"camera_period_us={camera_us})")
         if fault.kind == "stale_frame" and fault.step < every:
-            raise ConfigError.single("--inject", fault.spec(), f"stale_frame@K at a step after the first frames "
-                                     f"(K >= {every}: at step {fault.step} no earlier frame exists)", fault.spec())
+            raise problem(fault, f"stale_frame@K at a step after the first frames (K >= {every}: at step "
+                                 f"{fault.step} no earlier frame exists)")
 
 
 def write_params_file(path: Path, params: Mapping[str, Mapping[str, Any]]) -> None:

@@ -155,3 +155,14 @@ def test_a_period_given_in_both_units_across_file_and_arguments_is_refused(tmp_p
         plan({"params_file": str(mine), "latency_us": "100000"}, SHIPPED)
     assert str(err.value).startswith(f"{mine} and the launch arguments: clock_master.latency_us and "
                                      "clock_master.latency_s: expected one of the two")
+
+
+def test_a_camera_fault_in_the_file_that_cannot_fire_is_refused_as_simforge_run_refuses_it(tmp_path):
+    path = tmp_path / "faults.yaml"
+    path.write_text("sim_bridge:\n  ros__parameters: {camera_period_us: 200000, faults: [stale_frame@0]}\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(path)}, "unused.yaml")
+    assert str(err.value) == (f"{path}: sim_bridge.faults: expected stale_frame@K at a step after the first frames "
+                              "(K >= 2: at step 0 no earlier frame exists), got 'stale_frame@0'")
+    path.write_text("sim_bridge:\n  ros__parameters: {camera_period_us: 200000, faults: [drop_frame@4]}\n")
+    assert plan({"params_file": str(path)}, "unused.yaml").nodes["sim_bridge"] is not None

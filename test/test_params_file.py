@@ -363,3 +363,15 @@ def test_every_parameter_simforge_run_sets_itself_has_a_way_to_give_it():
     from simforge_ros.runner import SPEC_PARAMS
 
     assert {option for options in SPEC_PARAMS.values() for option in options.values()} == set(cli._RUN_OPTION)
+
+
+def test_a_camera_fault_the_file_gives_is_named_as_the_files(tmp_path, capsys):
+    """It was named `--inject`, which the user never typed."""
+    path = _write(tmp_path, "sim_bridge:\n  ros__parameters: {faults: [stale_frame@0]}\n")
+    assert cli.main(["run", "right_turn", "--params-file", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (
+        f"simforge: {path}: faults: expected stale_frame@K at a step after the first frames (K >= 1: at step 0 no "
+        "earlier frame exists), got 'stale_frame@0'\n")
+    assert cli.main(["run", "right_turn", "--inject", "stale_frame@0", "--out", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err.startswith("simforge: --inject: stale_frame@0: expected stale_frame@K ")
+    assert not (tmp_path / "runs").exists()

@@ -281,6 +281,11 @@ def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatc
     (("flip_pixel=chase@5",), {"sim_bridge": {"camera_period_s": 0.2}},
      "--inject: flip_pixel=chase@5: expected flip_pixel@K at a step the bridge renders frames at (every 2 steps, "
      "camera_period_us=200000)"),
+    # the period in steps is the camera period over the decision period, in either unit
+    (("drop_frame@3",), {"clock_master": {"decision_s": 0.05}, "sim_bridge": {"camera_period_us": 100_000}},
+     "expected drop_frame@K at a step the bridge renders frames at (every 2 steps, camera_period_us=100000)"),
+    (("drop_frame@2",), {"clock_master": {"decision_us": 100_000}, "sim_bridge": {"camera_period_s": 0.3}},
+     "expected drop_frame@K at a step the bridge renders frames at (every 3 steps, camera_period_us=300000)"),
 ])
 def test_a_camera_fault_that_cannot_fire_is_a_usage_error(tmp_path, faults, sets, said):
     """Each broke nothing and the run counted, unsaid; drop_frame with no camera failed the
@@ -294,3 +299,6 @@ def test_a_camera_fault_at_a_step_the_bridge_renders_is_taken(tmp_path):
     params = node_params(_spec(tmp_path, steps=10, faults=("stale_frame@4", "drop_frame@2"),
                                sets={"sim_bridge": {"camera_period_us": 200_000}}))
     assert params["sim_bridge"]["faults"] == ["stale_frame@4", "drop_frame@2"]
+    sets = {"clock_master": {"decision_s": 0.05}, "sim_bridge": {"camera_period_us": 100_000}}
+    params = node_params(_spec(tmp_path, steps=10, faults=("drop_frame@4",), sets=sets))
+    assert params["sim_bridge"]["faults"] == ["drop_frame@4"]

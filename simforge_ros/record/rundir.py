@@ -120,8 +120,7 @@ class RunDir:
         path = self.path / str(self.manifest["bag"]["path"])
         failure = self.manifest.get("record_failure")
         if failure and not (path / "metadata.yaml").is_file():
-            raise RunDirError(path, f"not completed: {failure}; `simforge salvage {self.path}` makes a usable "
-                                    "run of what it holds")
+            raise RunDirError(path, f"not completed: {failure}; {_salvage_remedy(self.path, 'what it holds')}")
         return path
 
     @property
@@ -164,6 +163,16 @@ def load_run(path: Path) -> RunDir:
         raise RunDirError(where, f"unreadable: {err.strerror or err}") from err
 
 
+def _salvage_remedy(run: Path, what: str) -> str:
+    """What a run whose recorder did not finish can still give: rosbags writes a sqlite3
+    bag in one transaction, committed when it is closed, so a killed recorder's holds no
+    message, and salvage reads MCAP bags (their complete chunks) only."""
+    if any(run.glob("bag/*.db3")):
+        return ("its sqlite3 bag is committed only when the recorder closes it, so nothing of it can be salvaged "
+                "(recorder.storage: mcap, the default, can be)")
+    return f"`simforge salvage {run}` makes a usable run of {what}"
+
+
 def _load_run(path: Path) -> RunDir:
     if not path.exists():
         raise RunDirError(path, "no such run directory")
@@ -172,14 +181,9 @@ def _load_run(path: Path) -> RunDir:
     if not (path / MANIFEST).exists() and (path / STEPS).is_file():
         # the recorder began this run and never wrote its manifest: it was killed
         kept = (path / STEPS).read_bytes().count(b"\n")
-        # rosbags writes a sqlite3 bag in one transaction, committed when it is closed: a
-        # killed recorder's holds no message, and only an MCAP bag's complete chunks remain
-        remedy = (f"`simforge salvage {path}` makes a usable run of its bag" if not any(path.glob("bag/*.db3"))
-                  else "its sqlite3 bag is committed only when the recorder closes it, so nothing of it can be "
-                       "salvaged (recorder.storage: mcap, the default, can be)")
         raise RunDirError(path / MANIFEST, f"missing: the recorder did not finish this run (killed?); "
                                            f"{STEPS} keeps the {kept} steps it chained, logs/ what each node "
-                                           f"said; {remedy}")
+                                           f"said; {_salvage_remedy(path, 'its bag')}")
     if not (path / MANIFEST).exists() and _made_without_record(path):
         raise RunDirError(path / MANIFEST, "missing: the run was made with clock_master.record: false, so "
                                            "nothing of it was recorded (its params.yaml says so)")
@@ -358,10 +362,11 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
 
 def _refusal_problems(refusal: Mapping[str, Any], steps: object) -> list[str]:
     """A refusal's code is one of the table's, and its step is the last recorded one or
-    later (-1: before step 0, none recorded). Usually it is the step after the last
-    recorded; a run stopped while its clock master waited for the recorder, or whose
-    recorder died during Finish, is refused at its last recorded step; a salvaged run may
-    have recorded fewer steps than its clock master ran, and its refusal comes later."""
+    later (-1: before step 0, none recorded). It is the step after the last recorded one
+    (a salvaged run may have recorded fewer steps than its clock master ran: its refusal
+    comes later); runs kept before 2026-12-05 that were stopped while their clock master
+    waited for the recorder, or whose recorder died during Finish, name the last recorded
+    step, and are read as they are."""
     problems = []
     if refusal["code"] not in REFUSALS:
         problems.append(f"'refusal.code' must be one of {', '.join(REFUSALS)}, got {refusal['code']!r}")

@@ -171,6 +171,17 @@ def test_a_killed_recorders_sqlite3_run_is_not_sent_to_salvage(make_run: MakeRun
                          "salvaged (recorder.storage: mcap, the default, can be)")
 
 
+def test_a_full_disks_sqlite3_bag_is_not_sent_to_salvage(make_run: MakeRun) -> None:
+    for storage, said in (("sqlite3", "its sqlite3 bag is committed only when the recorder closes it"),
+                          ("mcap", "`simforge salvage ")):
+        run = make_run(storage, storage=storage)
+        set_manifest(run, record_failure="No space left on device")
+        (run / "bag" / "metadata.yaml").unlink()
+        with pytest.raises(RunDirError) as info:
+            _ = load_run(run).bag_path
+        assert "not completed: No space left on device; " + said in str(info.value), str(info.value)
+
+
 def test_other_format_is_refused(make_run: MakeRun) -> None:
     run = make_run()
     set_manifest(run, format=2)
@@ -204,10 +215,11 @@ def test_a_refusal_names_a_known_code_at_a_step_after_the_recorded_ones(make_run
     assert said in error_of(run)
 
 
-# 59: stopped while the clock master waited for the recorder, or the recorder died during
-# Finish; 75: a salvaged run records fewer steps than its clock master ran
+# 59: a run kept before 2026-12-05, stopped while its clock master waited for the recorder
+# or whose recorder died during Finish; 75: a salvaged run records fewer steps than its
+# clock master ran
 @pytest.mark.parametrize("step", [59, 60, 75])
-def test_a_refusal_at_or_after_the_step_after_the_last_recorded_one_loads(make_run: MakeRun, step: int) -> None:
+def test_a_refusal_at_or_after_the_last_recorded_step_loads(make_run: MakeRun, step: int) -> None:
     run = make_run()
     set_manifest(run, status="refused", refusal={"code": "participant_lost", "step": step, "detail": "x"})
     assert load_run(run).manifest["refusal"]["step"] == step

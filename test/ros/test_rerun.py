@@ -188,3 +188,15 @@ def test_a_problem_in_the_kept_parameter_file_is_the_files_and_another_nodes_sec
     assert out.stderr == (f"simforge rerun: {params}: bogus_node left out: not a simforge node (a section for "
                           "another node of the stack)\n")
     assert out.stdout.splitlines()[-1] == "repeated bit for bit"
+
+
+def test_a_kept_plan_simforge_no_longer_runs_is_named_as_its_parameter_files(tmp_path):
+    """A stale frame at step 0 broke nothing and was accepted before 2026-12-05: a rerun of
+    such a kept run named `--inject`, an option rerun does not have."""
+    kept = lockstep(tmp_path / "runs", steps=5, layout="single")
+    params = Path(kept.run_dir) / "params.yaml"
+    params.write_text(params.read_text().replace("faults: []", "faults: ['stale_frame@0']"))
+    out = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr == (f"simforge rerun: {params}: faults: expected stale_frame@K at a step after the first "
+                          "frames (K >= 1: at step 0 no earlier frame exists), got 'stale_frame@0'\n")
