@@ -800,6 +800,9 @@ class ClockMaster:
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")
+            # refused while waiting for the recorder after step K, at K + 1: step K's records
+            # are out, though the loop had not yet counted it done
+            progress.steps_done = max(progress.steps_done, err.step)
         self._ended = True
         try:
             self._flush()  # the last step's records (or a refused run's last /clock and state)
@@ -817,9 +820,7 @@ class ClockMaster:
             if refusal is not None:
                 status.code, status.step, status.detail = refusal.code, refusal.step, refusal.detail
             request = Finish.Request()
-            # refused while waiting for the recorder after a step: that step's records are out too
-            request.expected_steps = (progress.expected_steps if refusal is None
-                                      else max(progress.steps_done, refusal.step))
+            request.expected_steps = progress.expected_steps if refusal is None else progress.steps_done
             request.status = status
             request.participants = self._participants()
             request.wall_paced_ns, request.wall_held_ns = self._pacer.waited_ns, self._held_ns
