@@ -102,37 +102,38 @@ def test_the_planner_plans_at_the_size_the_bridge_renders(tmp_path):
     assert manifest_of(runs[0])["nodes"]["driver"]["policy"]["frames_hw"] == [90, 160]
 
 
-def test_a_model_that_cannot_take_the_bridges_size_is_refused_at_step_0(tmp_path):
+def _only_size(path: Path, height: int, width: int) -> str:
+    """A TorchScript model that takes four frames of ``height`` x ``width`` and no other size."""
     import warnings
 
     import torch
 
-    class FixedSize(torch.nn.Module):
-        def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-            return images.reshape(4, 180, 320, 3)[:1, :10, :2, 0].float()
+    class OnlySize(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.height, self.width = height, width
 
-    path = tmp_path / "fixed.pt"
+        def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+            return images.reshape(4, self.height, self.width, 3)[:1, :10, :2, 0].float()
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.jit.save(torch.jit.script(FixedSize()), str(path))
+        torch.jit.save(torch.jit.script(OnlySize()), str(path))
+    return str(path)
+
+
+def test_a_model_that_cannot_take_the_bridges_size_is_refused_at_step_0(tmp_path):
+    small = {"width": 160, "height": 90}
     result = lockstep(tmp_path, steps=6, driver="torch", layout="single",
-                      sets={"sim_bridge": {"width": 160, "height": 90}, "driver": {"weights": str(path)}})
+                      sets={"sim_bridge": small, "driver": {"weights": _only_size(tmp_path / "fixed.pt", 180, 320)}})
     assert result.status == "refused"
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_error", 0)
     assert "driver.weights: expected a model answering (1, 10, 2) to 4 cameras of 160x90" in result.refusal["detail"]
     assert "\n" not in result.refusal["detail"]
     # and one that takes only the bridge's size runs: the driver checks it at that size,
     # not at the default one before it knows the bridge's (refused at start-up once)
-    class OnlySmall(torch.nn.Module):
-        def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-            return images.reshape(4, 90, 160, 3)[:1, :10, :2, 0].float()
-
-    fits = tmp_path / "fits.pt"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.jit.save(torch.jit.script(OnlySmall()), str(fits))
     counted = lockstep(tmp_path, steps=6, driver="torch", layout="processes",
-                       sets={"sim_bridge": {"width": 160, "height": 90}, "driver": {"weights": str(fits)}})
+                       sets={"sim_bridge": small, "driver": {"weights": _only_size(tmp_path / "fits.pt", 90, 160)}})
     assert counted.status == "counted", counted.refusal
 
 
