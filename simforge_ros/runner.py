@@ -38,7 +38,7 @@ from simforge_ros.core.errors import (
     Problem,
     RateNotMultiple,
 )
-from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.faults import CAMERA_FAULTS, FaultPlan
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.units import resolve_period
 from simforge_ros.drivers.registry import check_planner_cameras
@@ -190,9 +190,6 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
     check_frame_wait(checked, "run parameters")
     check_camera_faults(checked, plan)
     return checked
-
-
-CAMERA_FAULTS = ("drop_frame", "stale_frame", "flip_pixel")
 
 
 def check_camera_faults(params: Mapping[str, Mapping[str, Any]], plan: FaultPlan, source: str = "--inject",

@@ -30,7 +30,7 @@ from simforge_ros.backends import BACKENDS, make_backend
 from simforge_ros.backends.base import BackendUnavailable, RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
 from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, RateNotMultiple, Refusal
-from simforge_ros.core.faults import FaultPlan
+from simforge_ros.core.faults import CAMERA_FAULTS, FaultPlan
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.timing_contract import DEFAULT_TICK_US
 from simforge_ros.core.units import clock_stamp
@@ -111,7 +111,7 @@ class SimBridge:
             if not frame or frame.startswith("/") or any(c.isspace() for c in frame):
                 raise ConfigError.single(NAME, key, "a tf2 frame name (not empty, no leading '/', no spaces)", frame)
         self._backend = backend
-        on_camera = [f.spec() for f in faults if f.kind in ("drop_frame", "stale_frame", "flip_pixel")]
+        on_camera = [f.spec() for f in faults if f.kind in CAMERA_FAULTS]
         if on_camera and not self._cameras:
             raise ConfigError.single(NAME, "faults", "a camera fault with a camera to act on (cameras is [])",
                                      on_camera)
