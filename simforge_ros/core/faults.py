@@ -182,11 +182,11 @@ def parse_fault(spec: str) -> Fault:
     return Fault(kind, step)
 
 
-@dataclass(frozen=True)
 CAMERA_FAULTS = ("drop_frame", "stale_frame", "flip_pixel")
 """The faults that act on a camera's frames: they need a camera, and a step with frames."""
 
 
+@dataclass(frozen=True)
 class FaultPlan:
     """The faults of a run, in the order given."""
 
