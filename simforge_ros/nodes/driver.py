@@ -132,7 +132,9 @@ class Driver:
             changed = use(frames_hw)
         except ConfigError as err:
             if self._refused_at_start is None:  # a period refused first keeps its code
-                self._refused_at_start = ParticipantError(0, str(err))
+                # the clock master names the driver: "driver.weights: expected ...", not "driver: driver: ..."
+                self._refused_at_start = ParticipantError(0, "; ".join(
+                    str(p).removeprefix(f"{p.source}: ") for p in err.problems))
             return
         if changed:  # the manifest describes the size planned on
             publish_node_params(self.node, NAME, self._values, {

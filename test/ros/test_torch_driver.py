@@ -129,7 +129,7 @@ def test_a_model_that_cannot_take_the_bridges_size_is_refused_at_step_0(tmp_path
     assert result.status == "refused"
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_error", 0)
     assert "driver.weights: expected a model answering (1, 10, 2) to 4 cameras of 160x90" in result.refusal["detail"]
-    assert "\n" not in result.refusal["detail"]
+    assert "\n" not in result.refusal["detail"] and "driver: driver: " not in result.refusal["detail"]
     # and one that takes only the bridge's size runs: the driver checks it at that size,
     # not at the default one before it knows the bridge's (refused at start-up once)
     counted = lockstep(tmp_path, steps=6, driver="torch", layout="processes",
