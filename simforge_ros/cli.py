@@ -192,8 +192,6 @@ def _check_file_faults(path: str, field: str, specs: list[str]) -> None:
     Raises:
         ConfigError: every malformed spec.
     """
-    from simforge_ros.core.faults import FaultPlan
-
     try:
         FaultPlan.parse(specs)
     except ConfigError as err:

@@ -26,6 +26,7 @@ from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.values import Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.torch_planner import (
+    DEFAULT_FRAMES_HW,
     SURROUND_CAMERAS,
     TorchPlanner,
     TorchPlannerConfig,
@@ -98,7 +99,7 @@ def probe(config: TorchPlannerConfig, inputs: Sequence[Observation], calls: int)
 def generated_inputs(
     seed: int,
     cameras: Sequence[str] = SURROUND_CAMERAS,
-    hw: tuple[int, int] = (180, 320),
+    hw: tuple[int, int] = DEFAULT_FRAMES_HW,
     count: int = 1,
     decision_us: int = DEFAULT_DECISION_US,
 ) -> list[Observation]:
@@ -167,10 +168,15 @@ def _format_table(results: Sequence[ProbeResult]) -> str:
     return "\n".join(lines)
 
 
+def _torch_run(run: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A run's driver parameters when its driver was the torch planner, else none."""
+    return run if run is not None and run.get("policy") == "torch" else {}
+
+
 def _settings(args: argparse.Namespace, run: Mapping[str, Any] | None) -> dict[str, Any]:
     """The model to probe: the command line's, else (with --inputs) a torch run's, else the
     defaults."""
-    from_run = run if run is not None and run.get("policy") == "torch" else {}
+    from_run = _torch_run(run)
     out = {}
     for name in RUN_SETTINGS:
         given = getattr(args, name)
@@ -213,7 +219,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
         else:
             inputs = loader(args.inputs)
             names = tuple(inputs[0].frames) if inputs else ()
-            run_cameras = tuple((run or {}).get("cameras") or ()) if (run or {}).get("policy") == "torch" else ()
+            run_cameras = tuple(_torch_run(run).get("cameras") or ())
             if run_cameras and set(run_cameras) <= set(names):  # the run's planner, its camera order
                 base = replace(base, cameras=run_cameras)
             elif names and not set(base.cameras) <= set(names):  # a recorded rig of its own

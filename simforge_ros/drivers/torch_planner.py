@@ -312,7 +312,7 @@ class TorchPlanner:
 
     name = "torch"
 
-    def __init__(self, config: TorchPlannerConfig, frames_hw: tuple[int, int] | None = (180, 320)) -> None:
+    def __init__(self, config: TorchPlannerConfig, frames_hw: tuple[int, int] | None = DEFAULT_FRAMES_HW) -> None:
         """``frames_hw``: the (height, width) it plans on, its model checked at it now; None
         when not known yet (the driver node, before the bridge's parameters come): the
         model is then checked by use_frames_hw, at the size the bridge renders (a model
