@@ -2,9 +2,9 @@
 
 Digest chains say *whether* two runs agree; when they do not, a human wants the first step
 that differs and which part of the loop moved first. Within a step the parts are compared
-in causal order (timing, then the world state, then camera frames, then the controller's
-decided and applied actions), so the reported field is the earliest cause seen, not one of
-its consequences.
+in causal order (timing, then the world state, then the controller's decided and applied
+actions, then the camera frames, reported alongside: see _sections), so the reported field
+is the earliest cause seen, not one of its consequences.
 
 Values are compared exactly as the digest sees them: a float differs from an int, -0.0
 differs from 0.0, and NaN equals NaN only when its bits are the same.
@@ -53,9 +53,12 @@ class DiffResult:
     """The first difference between two runs, or that there is none.
 
     ``first`` is "timing", "state", "frames", "controller", "steps" (different run lengths
-    with an equal prefix), "other" (an unknown top-level key) or "digest" (every field
-    equal but the stored digests differ). ``steps`` is how many steps were compared equal
-    before the difference (all of them when identical).
+    with an equal prefix), "other" (an unknown top-level key), "digest" (every field
+    equal but the stored digests differ), or, with every step record the same, "end" (the
+    runs ended differently: counted, or refused with another code or at another step) or
+    "messages" (what of the messages no chain holds differs; record.diff_runs sets these
+    two from the manifests). ``steps`` is how many steps were compared equal before the
+    difference (all of them when identical).
     """
 
     identical: bool
@@ -68,8 +71,9 @@ class DiffResult:
     frames_differ: bool = False  # the camera frames also differ at ``step``
 
 
-def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]:
-    """(category, path, value) in the causal comparison order of one step record."""
+def _sections(record: Mapping[str, object], chains: bool = True) -> Iterator[tuple[str, str, object]]:
+    """(category, path, value) in the causal comparison order of one step record; without
+    the frames chain's digest unless ``chains``."""
     yield "timing", "step", record.get("step", MISSING)
     yield "timing", "t_us", record.get("t_us", MISSING)
     timing = record.get("timing", MISSING)
@@ -93,7 +97,8 @@ def _sections(record: Mapping[str, object]) -> Iterator[tuple[str, str, object]]
     if isinstance(timing, Mapping):
         yield "frames", "timing.frames", timing.get("frames", MISSING)
     yield "frames", "frames", record.get("frames", MISSING)
-    yield "frames", "frames_digest", record.get("frames_digest", MISSING)
+    if chains:
+        yield "frames", "frames_digest", record.get("frames_digest", MISSING)
 
 
 def _same_leaf(x: object, y: object) -> bool:
@@ -147,20 +152,26 @@ def diff_steps(a: Iterable[Mapping[str, object]], b: Iterable[Mapping[str, objec
             len_b = i + (rb is not _END) + sum(1 for _ in ib)
             return DiffResult(False, i, "steps", "steps", len_a, len_b, i)
         assert isinstance(ra, Mapping) and isinstance(rb, Mapping)
-        found = _first_difference(i, ra, rb)
+        found = step_difference(i, ra, rb)
         if found is not None:
             return found
         i += 1
     return DiffResult(True, steps=i)
 
 
-def _first_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object]) -> DiffResult | None:
-    """The first difference of the i-th records of two runs, or None."""
+def step_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object],
+                    chains: bool = True) -> DiffResult | None:
+    """The first difference of the i-th records of two runs, or None (`simforge spread`
+    names a step's first difference by it too, so the two tools name the same field).
+
+    ``chains=False`` leaves out the two chains' digests (``digest``, ``frames_digest``),
+    which differ at every step after the first difference: what differs in the step itself.
+    """
     step = ra.get("step", i)
     step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
     # Both records yield the same sections in the same order (they only differ in count when one
     # timing is a mapping and the other is not, and that difference is found first).
-    for (category, path, va), (_, _, vb) in zip(_sections(ra), _sections(rb), strict=True):
+    for (category, path, va), (_, _, vb) in zip(_sections(ra, chains), _sections(rb, chains), strict=True):
         found = first_field_diff(path, va, vb)
         if found is not None:
             frames_differ = category == "frames" or any(
@@ -175,7 +186,7 @@ def _first_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object]
         found = first_field_diff(key, ra.get(key, MISSING), rb.get(key, MISSING))
         if found is not None:
             return DiffResult(False, step_no, "other", found[0], found[1], found[2], i)
-    found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING))
+    found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING)) if chains else None
     if found is not None:
         return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i)
     return None
@@ -197,6 +208,12 @@ def describe(result: DiffResult) -> str:
             f"first difference at step {result.step}: the runs have different lengths "
             f"({result.a} vs {result.b} steps)"
         )
+    if result.first == "end":
+        return (f"first difference at step {result.step}: every step record is the same, but the runs ended "
+                f"differently ({result.a} vs {result.b})")
+    if result.first == "messages":
+        return (f"every step record is the same ({result.steps} steps), but the messages no chain holds differ "
+                f"({result.field}: {format_value(result.a)} vs {format_value(result.b)})")
     phrase = _PHRASES.get(result.first or "", result.first or "?")
     also = "; camera frames differ at this step too" if result.frames_differ and result.first != "frames" else ""
     return (

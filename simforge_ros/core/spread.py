@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from types import MappingProxyType
 
-from simforge_ros.core.diffing import first_field_diff
+from simforge_ros.core.diffing import step_difference
 
 QUANTITIES: tuple[tuple[str, str], ...] = (
     ("state.pose.x_m", "m"),
@@ -28,11 +28,6 @@ QUANTITIES: tuple[tuple[str, str], ...] = (
     ("action.accel_mps2", "m/s^2"),
 )
 """(dotted path in a step record, unit): what the spread is kept for."""
-
-COMPARED = ("timing", "state", "action", "applied", "frames")
-"""What of a step record makes two runs' steps the same or not (never wall time, never
-the chain digest, which differs at every step after the first difference)."""
-
 
 @dataclass(frozen=True)
 class Spread:
@@ -53,7 +48,7 @@ class SpreadResult:
     common: int  # steps every run recorded
     first_step: int | None  # first common step where a run differs from the first; None: none
     first_field: str | None  # what differed first there (a dotted path, as diff names it)
-    differing_steps: int  # common steps where any run differs from the first
+    differing_steps: int  # common steps where any run differs from the first (the chains' digests aside)
     position: Spread  # the largest distance between two runs' ego positions at one step
     fields: tuple[Spread, ...]  # per QUANTITIES, in order
 
@@ -97,13 +92,16 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
         head, others = records[0], records[1:]
         step = head.get("step")
         step_no = step if isinstance(step, int) and not isinstance(step, bool) else common
-        common += 1
-        found = next((d for other in others for key in COMPARED
-                      if (d := first_field_diff(key, head.get(key), other.get(key))) is not None), None)
+        # what differs in the step itself (never wall time, nor the chains' digests, which
+        # differ at every step after the first difference), named as diff names it
+        found = next((d for other in others if (d := step_difference(common, head, other, chains=False))), None)
         if found is not None:
             differing += 1
-            if first is None:
-                first, first_field = step_no, found[0]
+        elif first is None:  # the same steps with other digests: an edited record, which diff names too
+            found = next((d for other in others if (d := step_difference(common, head, other))), None)
+        if found is not None and first is None:
+            first, first_field = step_no, found.field
+        common += 1
         for path, _ in QUANTITIES:
             values = [v for v in (_value(r, path) for r in records) if v is not None]
             gap = max(values) - min(values) if len(values) == len(records) else 0.0

@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, format_value
+from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, first_field_diff, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
+from simforge_ros.record.side_digests import SIDE_DIGESTS
 from simforge_ros.tools import parse, say
 
 WALL_KEYS = ("wall",)
@@ -82,7 +83,32 @@ def compare_runs(run_a: RunDir, run_b: RunDir,
     if not force:
         check_comparable(run_a, run_b)
     steps = diff_steps(step_records(run_a, WALL_KEYS), step_records(run_b, WALL_KEYS))
+    if steps.identical:
+        steps = manifest_difference(run_a.manifest, run_b.manifest, steps.steps) or steps
     return steps, setup_differences(run_a.manifest, run_b.manifest)
+
+
+def outcome(manifest: Mapping[str, Any]) -> str:
+    """How a run ended, as `simforge rerun` says it: "counted" or "refused:CODE at step N"."""
+    refusal = manifest.get("refusal")
+    if not isinstance(refusal, Mapping):
+        return str(manifest.get("status"))
+    return f"refused:{refusal.get('code')} at step {refusal.get('step')}"
+
+
+def manifest_difference(a: Mapping[str, Any], b: Mapping[str, Any], steps: int) -> DiffResult | None:
+    """What differs between two runs whose ``steps`` step records are all the same: how
+    they ended (a run refused at step 40 and a counted 40-step run record the same steps),
+    then what of their messages no chain holds (record.side_digests); None: nothing."""
+    end_a, end_b = outcome(a), outcome(b)
+    if end_a != end_b:
+        return DiffResult(False, steps, "end", "end", end_a, end_b, steps)
+    for key, _what, _label in SIDE_DIGESTS:
+        if key in a and key in b:  # a run recorded before a key was kept has none to compare
+            found = first_field_diff(key, a[key], b[key])
+            if found is not None:
+                return DiffResult(False, None, "messages", found[0], found[1], found[2], steps)
+    return None
 
 
 def chain_disagreement(run: RunDir) -> str | None:
@@ -129,8 +155,14 @@ def _compare(path: str, a: object, b: object, found: list[tuple[str, object, obj
         for key in sorted(set(a) | set(b)):
             if key not in RUN_SPECIFIC:
                 _compare(f"{path}.{key}", a.get(key, MISSING), b.get(key, MISSING), found)
-    elif a != b:
-        found.append((path, a, b))
+    elif a != b:  # one side a whole entry the other lacks: shown without what differs on every run
+        found.append((path, _without_run_specific(a), _without_run_specific(b)))
+
+
+def _without_run_specific(value: object) -> object:
+    if isinstance(value, Mapping):
+        return {k: _without_run_specific(v) for k, v in value.items() if k not in RUN_SPECIFIC}
+    return value
 
 
 def describe_setup(differences: Sequence[tuple[str, object, object]]) -> str:

@@ -40,9 +40,13 @@ def settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
     from simforge_ros.runner import DERIVED_PARAMS, SPEC_PARAMS
 
     found: dict[str, Any] = {}
+    driver = _at(manifest, "nodes", "driver", "params")
     for node, specs in NODE_PARAMS.items():
         params = _at(manifest, "nodes", node, "params")
         said_apart = {*SPEC_PARAMS.get(node, {}), *DERIVED_PARAMS.get(node, ())}
+        if (node == "sim_bridge" and driver.get("policy") == "torch"
+                and params.get("cameras") == driver.get("cameras", params.get("cameras"))):
+            said_apart.add("cameras")  # --driver torch has the bridge render what the planner looks at
         for spec in specs:
             if spec.name in params and spec.name not in said_apart and params[spec.name] != spec.default:
                 found[f"{node}.{spec.name}"] = params[spec.name]

@@ -18,9 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from simforge_ros.core.diffing import describe as describe_difference
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.core.spread import SpreadResult, spread
-from simforge_ros.record.diff_runs import WALL_KEYS, check_comparable, describe_setup, json_value, setup_differences
+from simforge_ros.record.diff_runs import (
+    WALL_KEYS,
+    chain_disagreement,
+    check_comparable,
+    describe_setup,
+    json_value,
+    manifest_difference,
+    outcome,
+    setup_differences,
+)
 from simforge_ros.record.rundir import RunDir, load_run, step_records
 from simforge_ros.tools import parse, say
 
@@ -37,17 +47,35 @@ def spread_runs(runs: Sequence[RunDir], force: bool = False) -> SpreadResult:
     return spread([step_records(run, WALL_KEYS) for run in runs])
 
 
+def apart_from_steps(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
+    """What makes runs whose common steps are all the same differ all the same, as diff
+    says it: how each ended, then what of its messages no chain holds (empty: nothing)."""
+    if result.first_step is not None:
+        return []
+    outcomes = [outcome(run.manifest) for run in runs]
+    if len(set(outcomes)) > 1:
+        return [f"the runs ended differently: {', '.join(outcomes)}"]
+    if not result.identical:  # other lengths: said already, and what no chain holds differs with them
+        return []
+    found = (manifest_difference(runs[0].manifest, run.manifest, result.common) for run in runs[1:])
+    return [f"{run.manifest['run_id']}: {describe_difference(d)}" for run, d in zip(runs[1:], found, strict=True)
+            if d is not None]
+
+
 def _contacts(runs: Sequence[RunDir]) -> list[object]:
     """Each run's contact count, as its manifest has it (None where it has none)."""
     return [(run.manifest.get("contacts") or {}).get("total") for run in runs]
 
 
 def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
+    apart = apart_from_steps(runs, result)
     return {
         "runs": [run.manifest["run_id"] for run in runs],
         "lengths": list(result.lengths),
+        "outcomes": [outcome(run.manifest) for run in runs],
         "common_steps": result.common,
-        "identical": result.identical,
+        "identical": result.identical and not apart,
+        "apart": apart,
         "first_step": result.first_step,
         "first_field": result.first_field,
         "differing_steps": result.differing_steps,
@@ -63,7 +91,12 @@ def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
     """The lines `simforge spread` prints."""
     lengths = "" if len(set(result.lengths)) == 1 else f" (recorded: {', '.join(map(str, result.lengths))})"
     lines = [f"{result.runs} runs of {runs[0].manifest['scenario']}, {result.common} steps in common{lengths}"]
-    if result.identical:
+    apart = apart_from_steps(runs, result)
+    if apart:
+        lines.append("the common steps are the same in every run" + ("" if result.identical else
+                                                                       ", and the runs' lengths differ"))
+        lines += apart
+    elif result.identical:
         lines.append(f"identical: every step is the same in every run (chain {runs[0].manifest['chain_digest'][:16]}); "
                      "the noise floor is 0")
     elif result.first_step is None:
@@ -71,13 +104,16 @@ def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
     else:
         lines.append(f"first difference at step {result.first_step} ({result.first_field}); "
                      f"{result.differing_steps} of {result.common} steps differ")
-        apart = [s for s in (result.position, *result.fields) if s.step is not None]
-        if not apart:
+        if result.first_field == "digest":
+            lines.append("every field of that step is the same but its stored digest: an edited record? "
+                         "`simforge verify RUN` holds a run to its bag")
+        spread_out = [s for s in (result.position, *result.fields) if s.step is not None]
+        if not spread_out:
             lines.append("the ego's pose and speed and the driver's commands are the same in every run")
         else:
             lines.append("largest spread over the runs at one step (max - min):")
             lines += [f"  {'ego position' if s.field == 'position' else s.field:20s} {s.value:.6g} {s.unit}"
-                      + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in apart]
+                      + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in spread_out]
     contacts = _contacts(runs)
     if len(set(contacts)) > 1:
         lines.append(f"contacts differ: {', '.join(str(c) for c in contacts)}")
@@ -113,11 +149,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SimforgeError as err:  # RunDirError, DiffRefused: one line, never a traceback
         say("spread", err)
         return EXIT_USAGE
+    for run in runs:  # spread reads steps.jsonl: a manifest at odds with it is another story, told apart
+        if (said := chain_disagreement(run)) is not None:
+            say("spread", f"note: {said}")
     if args.json:
         print(json.dumps(to_json(runs, result), sort_keys=True))
     else:
         print("\n".join(describe(runs, result)))
-    return 0 if result.identical else EXIT_FAILURE
+    return 0 if result.identical and not apart_from_steps(runs, result) else EXIT_FAILURE
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
-from simforge_ros.core.diffing import MISSING, diff_steps
+from simforge_ros.core.diffing import MISSING, diff_steps, first_field_diff, format_value
 from simforge_ros.core.digest import GENESIS
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
@@ -216,6 +216,11 @@ def _fmt(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _said(value: object) -> str:
+    """A manifest's or a bag's value in a mismatch's detail ("none" where it has none)."""
+    return "none" if value is MISSING else format_value(value)
+
+
 def _mismatch(step: int, field: str, detail: str) -> tuple[int, str, str]:
     return step, field, f"field {field}: {detail}"
 
@@ -372,7 +377,9 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} has no nodes, the bag holds the parameters of "
                                               f"{len(replay.nodes)}")
     if nodes is not None and nodes != replay.nodes:
-        return _mismatch(0, "manifest.nodes", f"{MANIFEST} nodes differ from the node parameters the bag holds")
+        field, has, holds = first_field_diff("manifest.nodes", nodes, replay.nodes) or ("manifest.nodes", nodes, None)
+        return _mismatch(0, field, f"{MANIFEST} has {_said(has)}, the node parameters the bag holds "
+                                   f"give {_said(holds)}")
     if replay.nodes:  # how the run was set up, as the recorder derived it from those parameters
         derived = setup_of(replay.nodes)
         for key in SETUP_KEYS:

@@ -74,3 +74,38 @@ def test_runs_of_other_lengths_are_compared_over_their_common_steps():
 def test_one_run_is_not_a_spread():
     with pytest.raises(ValueError):
         spread([_run(3)])
+
+
+def test_the_first_field_is_the_one_diff_names():
+    """Spread compared the whole timing record first, so a moved ego was named by the pose
+    a camera frame was rendered for (timing.frames.0.pose.x_m), where diff names the state."""
+    from simforge_ros.core.diffing import diff_steps
+
+    def moved(record: dict[str, Any]) -> dict[str, Any]:
+        pose = dict(record["state"]["pose"], x_m=record["state"]["pose"]["x_m"] + 0.05)
+        return dict(record, state=dict(record["state"], pose=pose),
+                    timing=dict(record["timing"], frames=[{"camera": "front", "pose": pose}]))
+
+    a = [dict(r, timing=dict(r["timing"], frames=[{"camera": "front", "pose": r["state"]["pose"]}])) for r in _run(5)]
+    b = a[:3] + [moved(r) for r in a[3:]]
+    result = spread([a, b])
+    assert (result.first_step, result.first_field) == (3, "state.pose.x_m")
+    assert result.first_field == diff_steps(a, b).field
+
+
+def test_a_step_whose_only_difference_is_its_digest_is_named_but_not_counted():
+    """One stored digest edited: diff names it; spread called the runs identical."""
+    a, b = _run(5), _run(5)
+    b[2] = dict(b[2], digest="edited")
+    result = spread([a, b])
+    assert not result.identical
+    assert (result.first_step, result.first_field, result.differing_steps) == (2, "digest", 0)
+
+
+def test_the_chains_digests_that_differ_after_a_difference_are_not_differing_steps():
+    a, b = _run(6), _run(6, k2={"steer": 0.01})
+    for k in range(2, 6):  # a chain: every digest from the first difference on
+        b[k] = dict(b[k], digest=f"other{k}", frames_digest=f"fother{k}")
+        a[k] = dict(a[k], frames_digest=f"f{k}")
+    result = spread([a, b])
+    assert (result.first_step, result.first_field, result.differing_steps) == (2, "state.steer_rad", 1)

@@ -172,7 +172,14 @@ def test_setup_differences_leave_out_what_differs_between_any_two_runs() -> None
 def test_a_node_entry_that_is_not_an_object_is_a_difference_not_a_crash() -> None:
     a = _manifest()
     b = _manifest(nodes={**a["nodes"], "recorder": 5})
-    assert ("nodes.recorder.params", {"out_dir": "/runs/a", "storage": "mcap"}, 5) in setup_differences(a, b)
+    assert ("nodes.recorder.params", {"storage": "mcap"}, 5) in setup_differences(a, b)
+
+
+def test_an_entry_one_run_lacks_is_shown_without_what_differs_on_every_run() -> None:
+    """A salvaged run has no driver participant: the setup line showed the other's pid."""
+    a = _manifest(participants={"driver": {"node": "/driver", "pid": 17917, "host": "h", "external": False}})
+    b = _manifest(participants={})
+    assert setup_differences(a, b) == [("participants.driver", {"node": "/driver", "external": False}, MISSING)]
 
 
 def test_setup_differences_name_each_field_in_order() -> None:
@@ -217,3 +224,41 @@ def test_a_run_of_no_step_is_compared_with_any_contract(make_run: MakeRun) -> No
     (a / "manifest.json").write_text(json.dumps(manifest))
     result = diff_runs(a, b)
     assert (result.identical, result.first, result.step, result.a, result.b) == (False, "steps", 0, 0, 60)
+
+
+def test_runs_that_record_the_same_steps_but_end_differently_differ(
+        make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    """A counted 20-step run and a run refused at step 20 record the same 20 steps: diff
+    said "identical (20 steps)" and exited 0, and so for two refusals of other codes."""
+    counted, refused = make_run("counted", steps=20), make_run("refused", steps=40, refuse_at=20)
+    result = diff_runs(counted, refused)
+    assert (result.identical, result.step, result.first) == (False, 20, "end")
+    assert (result.a, result.b) == ("counted", "refused:participant_timeout at step 20")
+    assert main([str(counted), str(refused)]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "first difference at step 20: every step record is the same, but the runs ended differently "
+        "(counted vs refused:participant_timeout at step 20)")
+    other = make_run("other", steps=40, refuse_at=20)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["refusal"]["code"] = "stale_frame"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(refused), str(other), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert (got["identical"], got["first"], got["a"], got["b"]) == (
+        False, "end", "refused:participant_timeout at step 20", "refused:stale_frame at step 20")
+
+
+def test_what_no_chain_holds_differing_is_a_difference(make_run: MakeRun,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a", steps=10), make_run("b", steps=10)
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["image_headers"]["rear"]["messages"] = 4
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(a), str(b), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert (got["identical"], got["step"], got["first"], got["field"]) == (False, None, "messages",
+                                                                          "image_headers.rear.messages")
+    assert (got["a"], got["b"]) == (5, 4)
+    assert main([str(a), str(b)]) == 1
+    assert capsys.readouterr().out == ("every step record is the same (10 steps), but the messages no chain holds "
+                                       "differ (image_headers.rear.messages: 5 vs 4)\n")

@@ -21,6 +21,21 @@ def test_what_simforge_run_derives_from_its_options_is_no_setting(make_run):
     assert "recorder.await_driver" not in settings and settings["recorder.storage"] == "sqlite3"
 
 
+def test_the_cameras_a_torch_driver_has_the_bridge_render_are_no_setting(make_run):
+    """--driver torch sets sim_bridge.cameras to the planner's cameras: info listed them as
+    if the user had set them; other cameras than the planner's are a setting."""
+    run = make_run("torch", steps=5)
+    manifest = json.loads((run / "manifest.json").read_text())
+    surround = ["front", "left", "rear", "right"]
+    manifest["nodes"]["driver"]["params"].update(policy="torch", cameras=surround)
+    manifest["nodes"]["sim_bridge"] = {"params": {"cameras": surround}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert "sim_bridge.cameras" not in run_info(load_run(run))["settings"]
+    manifest["nodes"]["sim_bridge"]["params"]["cameras"] = [*surround, "chase"]
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert run_info(load_run(run))["settings"]["sim_bridge.cameras"] == [*surround, "chase"]
+
+
 def test_a_counted_run_its_setup_digests_and_topics(make_run):
     run = make_run("kept", steps=60)
     info = run_info(load_run(run))

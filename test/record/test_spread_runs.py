@@ -63,3 +63,44 @@ def test_json_names_a_setting_only_one_run_has_with_null(make_run, capsys):
     assert main([str(a), str(b), "--json"]) == 0
     [setup] = json.loads(capsys.readouterr().out)["setup"]
     assert setup == [{"field": "nodes.driver.params", "a": driver["params"], "b": None}]
+
+
+def test_runs_that_record_the_same_steps_but_end_differently_are_not_identical(make_run, capsys):
+    """A counted 20-step run and a run refused at step 20 record the same 20 steps: spread
+    said "identical ... the noise floor is 0" and exited 0."""
+    counted, refused = make_run("counted", steps=20), make_run("refused", steps=40, refuse_at=20)
+    assert main([str(counted), str(refused)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["the common steps are the same in every run",
+                        "the runs ended differently: counted, refused:participant_timeout at step 20"]
+    assert main([str(counted), str(refused), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert (got["identical"], got["first_step"]) == (False, None)
+    assert got["outcomes"] == ["counted", "refused:participant_timeout at step 20"]
+
+
+def test_a_stored_digest_edited_is_a_difference(make_run, capsys):
+    a, b = make_run("a", steps=10), make_run("b", steps=10)
+    lines = (b / "steps.jsonl").read_text().splitlines()
+    record = json.loads(lines[4])
+    record["digest"] = "0" * 64
+    lines[4] = json.dumps(record)
+    (b / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    assert main([str(a), str(b)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "first difference at step 4 (digest); 0 of 10 steps differ"
+    assert out[2].startswith("every field of that step is the same but its stored digest")
+
+
+def test_what_no_chain_holds_differing_is_a_difference(make_run, capsys):
+    a, b = make_run("a", steps=10), make_run("b", steps=10)
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["camera_info"]["front"]["digest"] = "f" * 64
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(a), str(b), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)
+    assert got["identical"] is False and got["first_step"] is None
+    original = json.loads((a / "manifest.json").read_text())["camera_info"]["front"]["digest"]
+    (said,) = got["apart"]
+    assert said == ("b: every step record is the same (10 steps), but the messages no chain holds differ "
+                           f"(camera_info.front.digest: '{original}' vs '{'f' * 64}')")

@@ -133,7 +133,9 @@ def test_edited_digest_is_caught(make_run: MakeRun) -> None:
         ("world_digest", "another world", "manifest.world_digest", 59),
         ("expected_steps", 61, "manifest.expected_steps", 60),
         # the set-up and the contacts the manifest tells of are held to what the bag recorded
-        ("nodes", {"clock_master": {"params": {"decision_us": 50_000, "seed": 8}}}, "manifest.nodes", 0),
+        # named to the parameter (verify said "manifest.nodes" whatever had changed in it)
+        ("nodes", {"clock_master": {"params": {"decision_us": 50_000, "seed": 8}}},
+         "manifest.nodes.clock_master.params.seed", 0),
         ("contacts", {"total": 0, "harness_faults": 0, "events": []}, "manifest.contacts", 59),
         # null or missing nodes said nothing to hold, and the run verified with any set-up
         ("nodes", None, "manifest.nodes", 0),
@@ -428,3 +430,15 @@ def test_verify_shows_its_progress_on_a_terminal_only(make_run: MakeRun, monkeyp
     out = capsys.readouterr()
     assert out.err == f"\rverify {run}: step 0/60\r\033[K"
     assert out.out.startswith("verified: 60 steps")
+
+
+def test_an_edited_node_parameter_is_named(make_run: MakeRun) -> None:
+    run = make_run()
+    edit_json(run / "manifest.json", lambda m: m["nodes"]["driver"]["params"].update(latency_steps=3))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "manifest.nodes.driver.params.latency_steps"}
+    assert result.detail.endswith(": manifest.json has 3, the node parameters the bag holds give 1")
+    edit_json(run / "manifest.json", lambda m: m["nodes"].pop("driver"))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "manifest.nodes.driver"}
+    assert ": manifest.json has none, the node parameters the bag holds give {'params': " in result.detail

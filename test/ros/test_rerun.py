@@ -128,13 +128,15 @@ def test_a_rerun_whose_camera_info_differs_did_not_repeat(tmp_path):
     manifest["camera_info"]["front"]["digest"] = "0" * 64
     path.write_text(json.dumps(manifest))
     code, out = _rerun(kept.run_dir, tmp_path)
-    assert out["rerun"]["chain_digest"] == kept.chain_digest and out["diff"]["identical"] is True
+    assert out["rerun"]["chain_digest"] == kept.chain_digest
+    assert (out["diff"]["identical"], out["diff"]["first"], out["diff"]["field"]) == (
+        False, "messages", "camera_info.front.digest")
     assert code == 1 and out["repeated"] is False
     assert out["side_difference"].startswith("camera front: the rerun's camera_info messages are not those recorded")
     text = simforge("rerun", kept.run_dir, cwd=tmp_path)
     assert text.returncode == 1
-    assert "did not repeat: every recorded step is the same (10), but camera front: the rerun's camera_info" \
-           in text.stdout
+    assert ("did not repeat: every step record is the same (10 steps), but the messages no chain holds differ "
+            f"(camera_info.front.digest: '{'0' * 64}' vs '") in text.stdout
 
 
 def test_a_rerun_is_neither_paced_nor_held_unless_asked(tmp_path):
