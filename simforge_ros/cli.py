@@ -1,19 +1,22 @@
 """`simforge`: run, compare and check lockstep runs.
 
-    simforge run [SCENARIO] [--params-file FILE] [--repeat N] [--driver NAME] [--seed S]
+    simforge run [SCENARIO] [--params-file FILE] [--repeat N] [--driver route|torch|external] [--seed S]
                  [--latency-ms MS] [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
-                 [--inject SPEC ...] [--out DIR] [--json]
+                 [--inject SPEC ...] [--real-time-factor F] [--hold-at-step K] [--out DIR] [--json]
     simforge scenarios
     simforge info RUN [--json]
     simforge verify RUN [--json]
     simforge diff RUN_A RUN_B [--json] [--force]
     simforge spread RUN RUN [RUN ...] [--json] [--force]
-    simforge rerun RUN [--layout processes|single] [--out DIR] [--json]
-    simforge play RUN [--rate R] [--topic T ...] [--wait-for-reader T ...] [--verify]
+    simforge rerun RUN [--layout processes|single] [--out DIR] [--json] [--real-time-factor F] [--hold-at-step K]
+    simforge play RUN [--rate R] [--topic T ...] [--from-step K] [--to-step K] [--wait-for-reader T ...]
+                  [--wait-s S] [--verify]
     simforge salvage RUN [--out DIR] [--json]
-    simforge probe-driver [...]
-    simforge render SCENARIO [...]
+    simforge probe-driver [--calls N] [--deterministic on|off|both] [--inputs RUN] [--weights F] [--json]
+    simforge render SCENARIO --step K [--out DIR] | RUN [--step K] [--cameras C,...] [--out DIR]
+    simforge pause [--resume | --step] [--run RUN_DIR]
     simforge bench [--quick]
+    simforge carla-map [--host H] [--port P] [--town T] [--json]
     simforge --version
 
 Every command returns an exit code: 0 success (every run counted), 1 a run refused or a

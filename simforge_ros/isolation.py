@@ -111,8 +111,12 @@ def _has_participants(domain_id: int) -> bool:
     return False
 
 
+LEASED_WHEN_UNSET = "unset: simforge leases a free one"
+"""How a run or the bench picks its domain, said in a refusal of the domain it was given."""
+
+
 @contextmanager
-def hold_domain(domain_id: int, who: str) -> Iterator[None]:
+def hold_domain(domain_id: int, who: str, when_unset: str = LEASED_WHEN_UNSET) -> Iterator[None]:
     """Hold ``domain_id`` for one run (or one ``simforge play``) while it lasts.
 
     Two runs in one domain answer each other's requests and record each other's /clock;
@@ -123,7 +127,8 @@ def hold_domain(domain_id: int, who: str) -> Iterator[None]:
 
     Raises:
         ConfigError: another run or play on this machine holds the domain (nothing is
-            started or written).
+            started or written); ``when_unset`` says which domain the command takes
+            without ROS_DOMAIN_ID.
     """
     from simforge_ros.core.errors import ConfigError
 
@@ -135,7 +140,7 @@ def hold_domain(domain_id: int, who: str) -> Iterator[None]:
         os.close(fd)
         raise ConfigError.single(
             "environment", "ROS_DOMAIN_ID",
-            "a domain no other simforge run or play on this machine is in (unset: simforge leases a free one)",
+            f"a domain no other simforge run or play on this machine is in ({when_unset})",
             f"{domain_id}, held by {owner}") from None
     try:
         os.ftruncate(fd, 0)

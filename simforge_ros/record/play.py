@@ -22,7 +22,7 @@ import importlib
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,8 +95,30 @@ class Played:
 
 def wall_offset_s(t_ns: int, t0_ns: int, rate: float) -> float:
     """When a message logged at ``t_ns`` goes out, in wall seconds after the first one
-    (logged at ``t0_ns``); ``rate`` 0 publishes as fast as the readers take them."""
+    (logged at ``t0_ns``); ``rate`` 0 does not pace: each goes out as soon as the writer
+    may send it (a reliable writer keeps every message until its readers have it), and a
+    reader that keeps only its last N loses what it has not taken in time."""
     return 0.0 if rate == 0 else (t_ns - t0_ns) / 1e9 / rate
+
+
+def clock_first(items: Iterable[Any]) -> Iterator[Any]:
+    """Bag messages (with ``topic`` and ``t_ns``) in the same log-time order, each log
+    time's /clock first: a step's messages all carry its time, and the recorder logged
+    them in the order they came, often the state before the clock (60 of 60 steps of a
+    run), so a node on use_sim_time got messages stamped ahead of its clock. One log
+    time's messages are held at a time."""
+    held: list[Any] = []
+    for item in items:
+        if held and item.t_ns != held[0].t_ns:
+            yield from _clock_then_rest(held)
+            held = []
+        held.append(item)
+    yield from _clock_then_rest(held)
+
+
+def _clock_then_rest(same_time: list[Any]) -> Iterator[Any]:
+    yield from (item for item in same_time if item.topic == topics.CLOCK)
+    yield from (item for item in same_time if item.topic != topics.CLOCK)
 
 
 def message_class(type_name: str) -> Any:
@@ -207,7 +229,7 @@ class Player:
         last_ns = 0
         wall_start = time.monotonic()
         # each message decodes before it is published
-        for item in read_bag(bag, list(self.publishers), start_ns=start_ns or None, stop_ns=stop_ns):
+        for item in clock_first(read_bag(bag, list(self.publishers), start_ns=start_ns or None, stop_ns=stop_ns)):
             t0_ns = item.t_ns if t0_ns is None else t0_ns
             last_ns = item.t_ns
             if progress is not None:
@@ -271,8 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "(as `ros2 bag play` would), in the ROS domain of the environment.",
     )
     parser.add_argument("run", type=Path, help="the run directory")
-    parser.add_argument("--rate", type=_non_negative("a number >= 0 (0: as fast as readers take them)"), default=1.0,
-                        help="simulation seconds per wall second (default 1; 0: as fast as readers take them)")
+    parser.add_argument("--rate", type=_non_negative("a number >= 0 (0: no pacing)"), default=1.0,
+                        help="simulation seconds per wall second (default 1; 0: no pacing, as fast as the "
+                             "transport goes: a reader keeping only its last N messages loses those it does not "
+                             "take in time, one with keep-all history none)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                         help="play only this topic (repeatable; default: every one but the run's status "
                              "and node parameters)")
@@ -332,7 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     held = contextlib.ExitStack()
     try:  # a second /clock in a running simforge run's domain would break that run
         held.enter_context(hold_domain(user_domain(os.environ.get("ROS_DOMAIN_ID", "").strip() or "0"),
-                                       f"simforge play {run.path}"))
+                                       f"simforge play {run.path}", "play uses ROS_DOMAIN_ID, 0 when unset"))
     except ConfigError as err:  # the domain is another run's: nothing is played
         say("play", err)
         return EXIT_USAGE

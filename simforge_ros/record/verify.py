@@ -320,7 +320,11 @@ def _log_time_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
     if replay.misplaced is None:
         return None
     carried, topic, logged = replay.misplaced
-    return _mismatch(max(0, carried // (run.decision_us * 1000)), "log_time",
+    # the step named is where the message sits in the bag, by its log time: a damaged stamp
+    # named a step it carried (step 670 of a 60-step run); a damaged log time, beyond the
+    # run, is held to its last step (a refused run's last is the refused step)
+    last = len(run.steps) if run.status == "refused" else max(len(run.steps) - 1, 0)
+    return _mismatch(min(max(0, logged // (run.decision_us * 1000)), last), "log_time",
                      f"a {topic} message of t={carried} ns is logged at {logged} ns")
 
 

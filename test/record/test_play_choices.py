@@ -16,6 +16,7 @@ from simforge_ros.record.play import (
     PlayError,
     bag_topics,
     choose_topics,
+    clock_first,
     latched_topics,
     main,
     message_class,
@@ -28,7 +29,21 @@ MakeRun = Callable[..., Path]
 def test_pacing_follows_simulation_time_scaled_by_the_rate() -> None:
     assert wall_offset_s(2_100_000_000, 100_000_000, 1.0) == 2.0
     assert wall_offset_s(2_100_000_000, 100_000_000, 4.0) == 0.5
-    assert wall_offset_s(2_100_000_000, 100_000_000, 0.0) == 0.0  # as fast as readers take them
+    assert wall_offset_s(2_100_000_000, 100_000_000, 0.0) == 0.0  # no pacing
+
+
+def test_each_log_time_plays_its_clock_first() -> None:
+    """The recorder logs a step's messages as they came, the state often before /clock:
+    played so, a node on use_sim_time got them stamped ahead of its clock."""
+    from types import SimpleNamespace as Item
+
+    logged = [Item(topic=t, t_ns=n) for t, n in [
+        (topics.STATE, 0), (topics.CLOCK, 0), ("/img", 0), (topics.STATE, 5), ("/img", 5), (topics.CLOCK, 5),
+        ("/tf_static", 7), (topics.CLOCK, 9)]]
+    assert [(i.topic, i.t_ns) for i in clock_first(logged)] == [
+        (topics.CLOCK, 0), (topics.STATE, 0), ("/img", 0), (topics.CLOCK, 5), (topics.STATE, 5), ("/img", 5),
+        ("/tf_static", 7), (topics.CLOCK, 9)]
+    assert list(clock_first([])) == []
 
 
 def test_status_and_parameters_are_played_only_when_named(make_run: MakeRun) -> None:
@@ -132,7 +147,8 @@ def test_play_refuses_a_domain_a_simforge_run_is_in(make_run: MakeRun, monkeypat
     with hold_domain(domain, "simforge run busy-run"):
         assert main([str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("simforge play: environment: ROS_DOMAIN_ID: expected a domain no other simforge run")
+    assert err.startswith("simforge play: environment: ROS_DOMAIN_ID: expected a domain no other simforge run or play "
+                          "on this machine is in (play uses ROS_DOMAIN_ID, 0 when unset), got ")
     assert f"got '{domain}, held by simforge run busy-run (pid " in err
 
 

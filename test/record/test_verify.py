@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import struct
@@ -219,6 +220,27 @@ def test_a_message_logged_at_another_time_than_it_carries_is_named(make_run: Mak
     assert result.detail == (f"field log_time: a {topic} message of t={step * 50_000_000} ns is logged at "
                              f"{step * 50_000_000 + 1000} ns")
     assert result.steps_checked == 60  # every step record itself matched
+
+
+def test_a_damaged_stamp_is_named_at_the_step_it_sits_at(make_run: MakeRun) -> None:
+    """A camera_info's stamp damaged to step 670's time, in a 60-step run: verify named
+    step 670, from the damaged stamp, instead of step 30, where the message is."""
+    store = typestore()
+    topic = topics.camera_info_topic("front")
+
+    def damage(m: BagMessage) -> bytes:
+        if m.topic != topic or m.t_ns != 30 * 50_000_000:
+            return m.raw
+        stamp = dataclasses.replace(m.msg.header.stamp, sec=33, nanosec=500_000_000)
+        header = dataclasses.replace(m.msg.header, stamp=stamp)
+        msg = dataclasses.replace(m.msg, header=header)
+        return bytes(store.serialize_cdr(msg, msg.__msgtype__))
+
+    run = make_run()
+    rewrite_bag(run, damage)
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 30, "field": "log_time"}
+    assert result.detail.endswith(f"a {topic} message of t=33500000000 ns is logged at 1500000000 ns")
 
 
 def test_a_damaged_message_definition_in_the_bag_is_named(make_run: MakeRun,
