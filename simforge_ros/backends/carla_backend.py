@@ -43,6 +43,7 @@ import contextlib
 import hashlib
 import importlib
 import math
+import re
 import struct
 import threading
 from collections.abc import Sequence
@@ -98,6 +99,9 @@ MAX_SUBSTEPS = 16
 # A scenario signal drives the town's traffic light nearest its position, within this.
 SIGNAL_MATCH_M = 10.0
 _LIGHT_STATES = {"red": "Red", "yellow": "Yellow", "green": "Green"}  # -> carla.TrafficLightState
+# Loading a town: the client waits for the new map only as long as its time-out, and
+# CARLA 0.10 took longer than the 10 s default to load Town10HD_Opt (scenario_runner#1139).
+LOAD_TIMEOUT_S = 120.0
 WALKER_BLUEPRINT = "walker.pedestrian.0001"  # a scripted vehicle takes the ego's (CarlaOptions.vehicle)
 _STEP = struct.Struct(">qq6d")
 _NO_EGO = (0.0,) * 8  # (x, y, yaw, vx, vy, speed, accel, steer) before the first tick is read
@@ -115,6 +119,25 @@ class CarlaOptions:
     cameras: tuple[str, ...] = ("chase", "front")  # the cameras to spawn: those the bridge renders
     max_accel_mps2: float = 3.0  # full throttle, for the accel -> throttle mapping
     max_brake_mps2: float = 8.0  # full brake
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """A CARLA version's release, its first two numbers ("0.10.0-dirty" -> (0, 10));
+    None when it has none."""
+    match = re.match(r"\s*(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2])) if match else None
+
+
+def load_town(client: Any, town: str, timeout_s: float) -> Any:
+    """Load ``town`` on the server, given LOAD_TIMEOUT_S (a call's ``timeout_s`` after).
+
+    Raises: RuntimeError: the server did not load it in time, or has no such town.
+    """
+    client.set_timeout(max(LOAD_TIMEOUT_S, timeout_s))
+    try:
+        return client.load_world(town)
+    finally:
+        client.set_timeout(timeout_s)
 
 
 def import_carla() -> Any:
@@ -233,12 +256,24 @@ class CarlaBackend:
             client = carla.Client(opts.host, opts.port)
             client.set_timeout(opts.timeout_ms / 1000.0)
             server = client.get_server_version()
-            world = client.load_world(opts.town) if opts.town else client.get_world()
         except Exception as err:  # noqa: BLE001 - the client raises RuntimeError on a time-out, others elsewhere
             raise ParticipantError(-1, f"carla: no server answered at {opts.host}:{opts.port} "
                                        f"within {opts.timeout_ms} ms ({type(err).__name__}: {err})") from None
+        mine = client.get_client_version()
+        if release(server) != release(mine) and None not in (release(server), release(mine)):
+            # the server only logs a warning; 0.10 changed the structures the client decodes
+            # (a vehicle's and its wheels' physics control, carla#8141), read wrong or failing later
+            raise ParticipantError(-1, f"carla: the server at {opts.host}:{opts.port} is CARLA {server}, this Python "
+                                       f"client {mine}: install the client of the server's release (the wheel in "
+                                       "its PythonAPI/carla/dist)")
+        try:
+            world = load_town(client, opts.town, opts.timeout_ms / 1000.0) if opts.town else client.get_world()
+        except Exception as err:  # noqa: BLE001 - a time-out, or a town the server does not have
+            raise ParticipantError(-1, f"carla: the server at {opts.host}:{opts.port} did not load town "
+                                       f"{opts.town!r} within {LOAD_TIMEOUT_S:g} s ({type(err).__name__}: {err}); "
+                                       "`simforge carla-map` lists the towns it has") from None
         self._world, self._map = world, None
-        self._version = f"carla {server} (client {client.get_client_version()}), {BACKEND_VERSION}"
+        self._version = f"carla {server} (client {mine}), {BACKEND_VERSION}"
         try:
             self._saved_settings = world.get_settings()
             settings = world.get_settings()
@@ -353,6 +388,11 @@ class CarlaBackend:
             # spawned above the road (CARLA refuses a spawn into it), then set down with physics off
             spawned = world.spawn_actor(actor_bp, self._transform(x, y, ground_z + SPAWN_LIFT_M + 1.0, yaw))
             spawned.set_simulate_physics(False)
+            # CARLA 0.10 keeps a physics-off vehicle's collision (ACarlaWheeledVehicle::
+            # SetSimulatePhysics), so a scripted actor moved onto the ego would push it, with
+            # no limit (MaxDepenetrationVelocity=0): contacts are the boxes' overlap (as the
+            # embedded engine's), not a shove no scenario scripted
+            spawned.set_collisions(False)
             actor_box = spawned.bounding_box  # its origin above the box's bottom: a walker's is halfway up
             z = ground_z + float(actor_box.extent.z) - float(actor_box.location.z)
             spawned.set_transform(self._transform(x, y, z, yaw))
@@ -430,12 +470,16 @@ class CarlaBackend:
     @staticmethod
     def _max_steer(ego: Any) -> float:
         """The ego's largest steering angle, radians: its steered wheels' smallest maximum
-        (the front-left one need not be the first wheel listed).
+        (the front-left one need not be the first wheel listed). A steered wheel is one
+        ``affected_by_steering`` (CARLA 0.10's Chaos wheels carry a maximum angle whether
+        steered or not); with a client that has no such field, one with a maximum angle.
 
         Raises:
             ParticipantError: the blueprint reports no wheel that steers.
         """
-        angles = [float(w.max_steer_angle) for w in ego.get_physics_control().wheels if float(w.max_steer_angle) > 0]
+        wheels = ego.get_physics_control().wheels
+        angles = [float(w.max_steer_angle) for w in wheels
+                  if getattr(w, "affected_by_steering", True) and float(w.max_steer_angle) > 0]
         if not angles:
             raise ParticipantError(-1, f"carla: the ego ({ego.type_id}) reports no wheel that steers")
         return math.radians(min(angles))
@@ -682,7 +726,10 @@ class CarlaBackend:
             _quietly(lambda: self._world.freeze_all_traffic_lights(False))  # the town's own cycles again,
             _quietly(self._world.reset_all_traffic_lights)  # from their start
         if self._world is not None and self._saved_settings is not None:
-            _quietly(lambda: self._world.apply_settings(self._saved_settings))
+            saved = self._saved_settings
+            if saved.synchronous_mode:  # left so by a run that crashed: no one would tick it
+                saved.synchronous_mode, saved.fixed_delta_seconds = False, None
+            _quietly(lambda: self._world.apply_settings(saved))
         self._sensors, self._spawned, self._actors, self._actor_z, self._ego = {}, [], [], [], None
         self._lights, self._light_set, self._froze_lights = [], {}, False
         self._world = self._saved_settings = None

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simforge_ros.backends.base import BackendUnavailable
-from simforge_ros.backends.carla_backend import from_carla_xy_yaw, import_carla
+from simforge_ros.backends.carla_backend import from_carla_xy_yaw, import_carla, load_town
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.params import coerce
 from simforge_ros.tools import parse, say
@@ -47,7 +47,7 @@ def read_town(carla: Any, host: str, port: int, timeout_ms: int, town: str = "")
     client = carla.Client(host, port)
     client.set_timeout(timeout_ms / 1000.0)
     version = client.get_server_version()
-    world = client.load_world(town) if town else client.get_world()
+    world = load_town(client, town, timeout_ms / 1000.0) if town else client.get_world()
     carla_map = world.get_map()
     points = []
     for t in carla_map.get_spawn_points():

@@ -469,3 +469,64 @@ def test_cameras_are_mounted_where_the_extrinsics_say(carla):
     assert t.rotation.pitch == pytest.approx(-math.degrees(mount.pitch_rad))  # CARLA's pitch > 0 looks up
     assert float(sensor.attributes["fov"]) == pytest.approx(math.degrees(mount.hfov_rad))
     assert b.intrinsics("left").fx == pytest.approx(32 / math.tan(mount.hfov_rad / 2))
+
+
+def test_a_client_of_another_release_than_the_server_is_refused_at_load(carla, monkeypatch):
+    """The server only logs a warning; a 0.9 client decodes 0.10's physics control wrong."""
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "client_version=0.9.16")
+    with pytest.raises(ParticipantError) as err:
+        backend(cameras=()).load(0)
+    assert err.value.detail == ("carla: the server at localhost:2000 is CARLA 0.10.0-double, this Python client "
+                                "0.9.16: install the client of the server's release (the wheel in its "
+                                "PythonAPI/carla/dist)")
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "client_version=0.10.0")
+    backend(cameras=()).load(0)  # the same release: a build suffix is no difference
+
+
+def test_a_town_is_given_longer_to_load_than_a_call_and_a_failed_load_is_said_apart(carla, monkeypatch):
+    """The client waits for a new map only as long as its time-out: CARLA 0.10 took longer
+    than the 10 s default to load Town10HD_Opt, and the failure read "no server answered"."""
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "load_s=30")
+    b = backend(cameras=(), town="Town10HD_Opt", timeout_ms=10_000)
+    b.load(0)
+    assert carla.Client().get_world().get_map().name == "Carla/Maps/Town10HD_Opt"
+    b.close()
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "load_s=500")
+    with pytest.raises(ParticipantError) as err:
+        backend(cameras=(), town="Town10HD_Opt", timeout_ms=10_000).load(0)
+    assert err.value.detail.startswith("carla: the server at localhost:2000 did not load town 'Town10HD_Opt' "
+                                       "within 120 s (RuntimeError: time-out of 120000ms")
+
+
+def test_scripted_actors_have_no_collision_to_push_the_ego_with(carla):
+    """CARLA 0.10 keeps a physics-off vehicle's collision: a scripted car set onto the ego
+    would shove it. Contacts are the boxes' overlap, as in the embedded engine."""
+    b = backend(cameras=())
+    b.load(0)
+    assert b._actors and all(not actor._collisions for actor in b._actors)
+    assert b._ego._collisions
+
+
+def test_a_wheel_with_a_maximum_angle_that_steering_does_not_turn_is_not_a_steered_one(carla, monkeypatch):
+    wheels = [carla.WheelPhysicsControl(35.0), carla.WheelPhysicsControl(35.0),
+              carla.WheelPhysicsControl(10.0, affected_by_steering=False),
+              carla.WheelPhysicsControl(10.0, affected_by_steering=False)]
+    monkeypatch.setattr(carla.Vehicle, "get_physics_control", lambda self: carla.VehiclePhysicsControl(wheels))
+    b = backend(cameras=())
+    b.load(0)
+    b.advance(math.radians(10.0), 0.0, 1)
+    assert b._ego.get_control().steer == pytest.approx(-10.0 / 35.0)  # a full steer is 35 degrees, not 10
+
+
+def test_a_world_a_crashed_run_left_synchronous_is_given_back_asynchronous(carla):
+    """close() gave back the settings it found: a server left synchronous by a run that
+    crashed stayed synchronous, waiting for a tick no one sends."""
+    world = carla.Client().get_world()
+    left = world.get_settings()
+    left.synchronous_mode, left.fixed_delta_seconds = True, 0.05
+    world.apply_settings(left)
+    b = backend(cameras=())
+    b.load(0)
+    b.close()
+    settings = world.get_settings()
+    assert (settings.synchronous_mode, settings.fixed_delta_seconds) == (False, None)

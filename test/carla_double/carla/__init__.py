@@ -20,15 +20,17 @@ that behaves as the server is documented to:
   above the road, its box's centre 0.1 m ahead of the origin), with its own pedal response;
   walkers and physics-off actors stay where they are put; a spawn into the road is refused.
 
-Faults, for the refusal tests, from ``CARLA_DOUBLE_FAULTS`` (comma-separated):
-``delta_s=S`` (the server ticks S seconds whatever it was asked), ``no_sync`` (it ignores
+Faults, for the refusal tests, from ``CARLA_DOUBLE_FAULTS`` (comma-separated): ``delta_s=S``
+(the server ticks S seconds whatever it was asked), ``no_sync`` (it ignores
 synchronous_mode), ``extra_tick@F`` (another client ticks the world once more at the F-th
 frame), ``drop_image=ROLE@F`` (the F-th frame's image of the camera with that role_name
 never comes), ``rig_error_m=M`` (cameras render from M metres further forward than asked),
 ``no_lights`` (the town has no traffic light), ``light_stuck`` (traffic lights ignore
-set_state), ``down`` (no server answers), ``gone@F`` (the server stops answering from frame F's tick
-on). F is a frame id; a fresh double's world starts at frame 0 (a test reads the carla
-backend's ``frame`` after load to name the frame of a later step).
+set_state), ``down`` (no server answers), ``gone@F`` (the server stops answering from frame
+F's tick on), ``client_version=V`` (the Python client is release V), ``load_s=S`` (loading a
+town takes S seconds: a client whose time-out is shorter gets the time-out CARLA gives). F
+is a frame id; a fresh double's world starts at frame 0 (a test reads the carla backend's
+``frame`` after load to name the frame of a later step).
 """
 
 from __future__ import annotations
@@ -225,9 +227,10 @@ class WheelPhysicsControl:
     """As CARLA 0.10 reports it: ``location`` and ``offset`` always (0, 0, 0) (carla#8746),
     ``wheel_radius`` in centimetres, ``max_steer_angle`` in degrees."""
 
-    def __init__(self, max_steer_angle: float) -> None:
+    def __init__(self, max_steer_angle: float, affected_by_steering: bool | None = None) -> None:
         self.location, self.offset = Vector3D(), Vector3D()
         self.max_steer_angle, self.wheel_radius = max_steer_angle, _WHEEL_RADIUS_CM
+        self.affected_by_steering = max_steer_angle > 0 if affected_by_steering is None else affected_by_steering
 
 
 class VehiclePhysicsControl:
@@ -250,6 +253,7 @@ class Actor:
         self._acceleration = Vector3D()
         self._yaw_rate_dps = 0.0
         self._physics = True
+        self._collisions = True
         if self.type_id.startswith("vehicle."):
             extent = Vector3D(2.3, 0.95, 0.75)
             self.bounding_box = BoundingBox(Location(_BOX_AHEAD_M, 0.0, extent.z - _ORIGIN_HEIGHT_M), extent)
@@ -274,7 +278,10 @@ class Actor:
         self._pending = _copy_transform(transform)  # at the next tick, as in synchronous mode
 
     def set_simulate_physics(self, enabled: bool = True) -> None:
-        self._physics = bool(enabled)
+        self._physics = bool(enabled)  # its collision stays (ACarlaWheeledVehicle::SetSimulatePhysics)
+
+    def set_collisions(self, enabled: bool = True) -> None:
+        self._collisions = bool(enabled)
 
     def destroy(self) -> bool:
         self.is_alive = False
@@ -409,7 +416,8 @@ class Waypoint:
 
 
 class Map:
-    name = "Carla/Maps/Double"
+    def __init__(self, town: str = "Double") -> None:
+        self.name = f"Carla/Maps/{town}"
 
     def get_spawn_points(self) -> list[Transform]:
         return [Transform(Location(-50.0, 1.75, 0.3), Rotation(yaw=0.0)),
@@ -422,6 +430,7 @@ class Map:
 class World:
     def __init__(self) -> None:
         self.id = 1
+        self._town = "Double"
         self._settings = WorldSettings()
         self._pending_settings: WorldSettings | None = None
         self._frame = 0
@@ -461,7 +470,7 @@ class World:
         return BlueprintLibrary()
 
     def get_map(self) -> Map:
-        return Map()
+        return Map(self._town)
 
     def get_snapshot(self) -> WorldSnapshot:
         return WorldSnapshot(self)
@@ -552,7 +561,7 @@ class Client:
         return _world()
 
     def get_client_version(self) -> str:
-        return __version__
+        return _faults().get("client_version", __version__)
 
     def get_server_version(self) -> str:
         self._server()
@@ -563,6 +572,11 @@ class Client:
 
     def load_world(self, map_name: str, reset_settings: bool = True) -> World:
         world = self._server()
+        load_s = float(_faults().get("load_s", 0.0))
+        if load_s > self._timeout:  # the client waits for the new map only as long as its time-out
+            raise RuntimeError(f"time-out of {int(self._timeout * 1000)}ms while waiting for the simulator, make "
+                               f"sure the simulator is ready and connected to {self.host}:{self.port}")
+        world._town = map_name.rsplit("/", 1)[-1]
         for actor in list(world._actors.values()):
             actor.destroy()  # all but the map's own traffic lights
         if reset_settings:
