@@ -41,6 +41,7 @@ import yaml
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
+from simforge_ros.core.yaml_file import load_rcl_value
 from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, RunResult
 from simforge_ros.tools import out_dir_problem
 
@@ -94,7 +95,7 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
         if option is not None:
             raise ConfigError.single("--set", key, f"{_RUN_OPTION[option]} (simforge run sets {key} itself)", item)
         try:
-            value = yaml.safe_load(raw)
+            value = load_rcl_value(raw)  # as `ros2 run ... -p NAME:=VALUE` reads it (rcl)
         except yaml.YAMLError:
             value = raw
         out.setdefault(node, {})[name] = value

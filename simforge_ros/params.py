@@ -10,20 +10,23 @@ converted exactly or refused with ``rate_not_multiple``. A default of ``None`` m
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
+import os
 import re
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.errors import ConfigError, Printed, Problem
 from simforge_ros.core.limits import IMAGE_SIDE, INT64
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
-from simforge_ros.core.yaml_file import UnreadableYaml, load_yaml_file
+from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -269,14 +272,70 @@ def meant_as(name: str, known: Iterable[str]) -> str | None:
     return close[0] if close else None
 
 
+QOS_OVERRIDES = "qos_overrides"
+"""rclpy's QoS override parameters (``qos_overrides./topic.publisher.depth``), declared by
+rclpy for an endpoint made with overriding options; simforge's endpoints take none, and a
+stack's file may give them."""
+
+
+def section_matches(key: str, node: str) -> bool:
+    """Whether a parameter file's section ``key`` applies to the node ``node`` in the root
+    namespace, as rclpy matches them: ``/**`` any number of namespace tokens (so every
+    node), ``/*`` exactly one (``/*`` is every node in the root namespace), a leading slash
+    optional (``/clock_master``, ``/**/clock_master``, ``/**/clock_master/**``)."""
+    text = key if key.startswith("/") else "/" + key
+    regex = "".join(r"(/\w+)*" if piece == "/**" else r"(/\w+)" if piece == "/*" else re.escape(piece)
+                    for piece in re.split(r"(/\*\*|/\*)", text))
+    return re.fullmatch(regex, "/" + node) is not None
+
+
+def rcl_refusal(path: Path) -> str | None:
+    """What rcl, the parser every ROS 2 node reads ``--params-file`` with, says of the
+    file when it refuses it (None: it takes it, or rclpy is not installed to ask). A section
+    for another node of the stack that rcl cannot parse (``x: [1, a]``, a node name with a
+    dash) was left out with a note here, and under `ros2 launch` every node, ours too, then
+    died at start-up with rcl's traceback."""
+    try:
+        import rclpy
+        from rclpy.context import Context
+    except ImportError:
+        return None
+    context = Context()
+    with _quiet_stderr():  # rcl logs "Failed to parse global arguments" on fd 2 as well
+        try:
+            rclpy.init(args=["--ros-args", "--params-file", str(path)], context=context)
+        except Exception as err:  # noqa: BLE001 - RCLError: rcl's own message is what is said
+            said = re.search(r"Error: (.*?)(?:, at /|$)", " ".join(str(err).split()))
+            return said[1] if said else " ".join(str(err).split())
+    rclpy.shutdown(context=context)
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null meanwhile (what C code writes there)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), validated
+    """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), read as every
+    ROS 2 node reads it (rcl: core.yaml_file.RclLoader types its values) and validated
     against the nodes' declarations; every problem is named with the file.
 
-    A node's section may also be given under its full name (``/clock_master``), for the
-    node in any namespace (``/**/clock_master``), or as ``/**`` for parameters shared by
-    every node, as ROS 2 parameter files allow. rclpy's
-    own parameters (RCLPY_PARAMS) are checked and left out; ``notes`` gets a line saying so.
+    A section applies to each node its name matches (section_matches: ``clock_master``,
+    ``/clock_master``, ``/**/clock_master``, ``/**`` and ``/*`` for every node), and the
+    sections apply in the file's order, a later one's value replacing an earlier one's, as
+    rclpy applies them. A wildcard section's parameters go to the nodes that declare them.
+    rclpy's own parameters (RCLPY_PARAMS, QOS_OVERRIDES) are checked and left out;
+    ``notes`` gets a line saying so.
 
     A stack's file holds other nodes' sections and shared parameters for them: as a ROS 2
     node takes only its own, those are left out with a note, unless the name is within a
@@ -288,7 +347,7 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     """
     source = str(path)
     try:
-        doc = load_yaml_file(path)
+        doc = load_yaml_file(path, RclLoader)
     except FileNotFoundError:
         raise ConfigError.single(source, "file", "an existing ROS 2 parameter file", source) from None
     except UnreadableYaml as err:  # where PyYAML stopped, "not UTF-8 text", "a directory"
@@ -298,53 +357,62 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
         raise ConfigError.single(source, "file", f"a mapping of {form}", doc)
     params: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
-    # shared parameters (/**) first: a node's own section overrides them
-    for key, body in sorted(doc.items(), key=lambda item: str(item[0]).lstrip("/") != "**"):
+    for key, body in doc.items():  # in the file's order: a later section's value replaces an earlier one's
         values = body.get("ros__parameters") if isinstance(body, dict) else None
         if not isinstance(values, dict) or set(body) != {"ros__parameters"}:
             problems.append(Problem(source, str(key), f"ros__parameters: a mapping of param: value ({form})", body))
             continue
-        name = str(key).lstrip("/")
-        if name.startswith("**/") and name[3:] in NODE_PARAMS:
-            name = name[3:]  # the node in any namespace: ours run in the root one
-        if name != "**" and name not in NODE_PARAMS:
-            meant = meant_as(name, NODE_PARAMS)
+        key = str(key)
+        nodes = [node for node in NODE_PARAMS if section_matches(key, node)]
+        shared = "*" in key.rstrip("/").rsplit("/", 1)[-1]  # /**, /*, /**/clock_master/**: for whoever declares
+        if not nodes:
+            meant = meant_as(key, NODE_PARAMS)
             if meant is not None:  # a typo, or a namespaced name simforge's nodes do not run under
-                problems.append(Problem(source, str(key), f"a node in {sorted(NODE_PARAMS)} (did you mean "
-                                                          f"{meant}?)", str(key)))
+                problems.append(Problem(source, key, f"a node in {sorted(NODE_PARAMS)} (did you mean "
+                                                     f"{meant}?)", key))
             elif notes is not None:
                 notes.append(f"{source}: {key} left out: not a simforge node (a section for another node "
                              "of the stack)")
             continue
+        label = key if shared else nodes[0]
         for param, value in values.items():
+            param = str(param)
             if param in RCLPY_PARAMS:
-                (kind, why), field = RCLPY_PARAMS[param], f"{'/' if name == '**' else ''}{name}.{param}"
+                (kind, why), field = RCLPY_PARAMS[param], f"{label}.{param}"
                 if type(value) is not kind:
                     problems.append(Problem(source, field, f"a value of type {kind.__name__}", value))
                 elif notes is not None:
                     notes.append(f"{source}: {field} ignored: rclpy's own parameter; {why}")
                 continue
-            if name != "**":
-                params.setdefault(name, {})[str(param)] = value
+            if param == QOS_OVERRIDES or param.startswith(QOS_OVERRIDES + "."):
+                if notes is not None:
+                    notes.append(f"{source}: {label}.{param} ignored: simforge's publishers and subscriptions "
+                                 "take no QoS overrides (their QoS is the run's, README: Topics)")
                 continue
-            # shared parameters go to every node that declares them
-            nodes = [node for node, items in NODE_PARAMS.items() if any(i.name == param for i in items)]
-            if not nodes:
-                meant = meant_as(str(param), {i.name for items in NODE_PARAMS.values() for i in items})
+            if not shared:
+                params.setdefault(nodes[0], {})[param] = value
+                continue
+            declaring = [node for node in nodes if any(i.name == param for i in NODE_PARAMS[node])]
+            if not declaring:
+                meant = meant_as(param, {i.name for node in nodes for i in NODE_PARAMS[node]})
                 if meant is not None:
-                    problems.append(Problem(source, f"/**.{param}",
+                    problems.append(Problem(source, f"{key}.{param}",
                                             f"a parameter some node declares (did you mean {meant}?)", param))
                 elif notes is not None:
-                    notes.append(f"{source}: /**.{param} left out: no simforge node declares it (a parameter "
+                    notes.append(f"{source}: {key}.{param} left out: no simforge node declares it (a parameter "
                                  "for other nodes of the stack)")
-            for node in nodes:
-                params.setdefault(node, {})[str(param)] = value
+            for node in declaring:
+                params.setdefault(node, {})[param] = value
     try:
         checked = validate(params, source)
     except ConfigError as err:
         problems.extend(err.problems)
     if problems:
         raise ConfigError(problems)
+    refused = rcl_refusal(path)  # what only rcl says: another node's section it cannot parse
+    if refused is not None:
+        raise ConfigError.single(source, "file", "a file ROS 2's parameter parser (rcl) reads, as every node "
+                                                 "is given it", Printed(f"one it refuses: {refused}"))
     return checked
 
 

@@ -121,8 +121,12 @@ def test_a_period_in_both_units_on_the_command_line_is_refused_before_anything_i
     assert not out.exists()
 
 
-def test_shared_parameters_go_to_the_nodes_declaring_them_and_a_node_section_wins(tmp_path):
-    path = _write(tmp_path, """
+def test_shared_parameters_go_to_the_nodes_declaring_them_and_sections_apply_in_the_files_order(tmp_path):
+    """As rclpy applies them (checked against a real node: tests/ros/test_params_as_rcl.py):
+    a later section's value replaces an earlier one's. simforge put /** first whatever its
+    place, so a file with the node's section first ran with seed 3 under simforge and 9
+    under `ros2 run`."""
+    node_first = _write(tmp_path, """
 /clock_master:
   ros__parameters:
     seed: 3
@@ -132,10 +136,13 @@ def test_shared_parameters_go_to_the_nodes_declaring_them_and_a_node_section_win
     seed: 9
     scenario: red_signal
 """)
-    params = read_params_file(path)
-    assert params["clock_master"]["seed"] == 3
+    params = read_params_file(node_first)
+    assert params["clock_master"]["seed"] == 9
     assert params["sim_bridge"]["scenario"] == params["driver"]["scenario"] == "red_signal"
     assert all(params[node]["faults"] == ["drop_frame@4"] for node in ("sim_bridge", "driver", "recorder"))
+    shared_first = tmp_path / "shared_first.yaml"
+    shared_first.write_text("/**:\n  ros__parameters: {seed: 9}\n/clock_master:\n  ros__parameters: {seed: 3}\n")
+    assert read_params_file(shared_first)["clock_master"]["seed"] == 3
 
 
 def test_the_run_takes_its_options_from_the_file_and_the_rest_as_settings(tmp_path, capsys):
@@ -263,7 +270,8 @@ def test_a_float_with_an_exponent_and_no_dot_is_a_float_as_ros_reads_it(tmp_path
     path = tmp_path / "p.yaml"
     path.write_text("clock_master:\n  ros__parameters:\n    pose_tolerance_m: 1e-3\n    pose_tolerance_deg: 5E-2\n")
     assert read_params_file(path)["clock_master"] == {"pose_tolerance_m": 0.001, "pose_tolerance_deg": 0.05}
-    assert cli._parse_set(["sim_bridge.tick_s=2e-2"]) == {"sim_bridge": {"tick_s": "2e-2"}}  # coerced on use:
+    assert cli._parse_set(["sim_bridge.tick_s=2e-2"]) == {"sim_bridge": {"tick_s": 0.02}}  # as rcl reads -p
+    # a launch argument is read by PyYAML, as launch_ros reads it, and coerced on use:
     from simforge_ros.params import coerce
 
     assert coerce("sim_bridge", "tick_s", "2e-2") == 0.02
@@ -375,3 +383,44 @@ def test_a_camera_fault_the_file_gives_is_named_as_the_files(tmp_path, capsys):
     assert cli.main(["run", "right_turn", "--inject", "stale_frame@0", "--out", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err.startswith("simforge: --inject: stale_frame@0: expected stale_frame@K ")
     assert not (tmp_path / "runs").exists()
+
+
+def test_plain_values_are_typed_as_rcl_types_them(tmp_path):
+    """PyYAML's YAML 1.1 typing and rcl's differ; the nodes get rcl's (test/ros/
+    test_params_as_rcl.py holds the two to a real node). A file `simforge run` took could
+    fail under `ros2 run` (`steps: 1_000`, read as 1000 here and as a string by rcl) or the
+    other way round (`odometry: y`, a bool to rcl and refused here)."""
+    path = tmp_path / "p.yaml"
+    path.write_text("sim_bridge:\n  ros__parameters: {odometry: y, tf: OFF, width: 010, height: 0x40}\n")
+    assert read_params_file(path)["sim_bridge"] == {"odometry": True, "tf": False, "width": 8, "height": 64}
+    for given, got in (("steps: 1_000", "'1_000'"), ("steps: 1:20", "'1:20'"), ("steps: 0b11", "'0b11'")):
+        path.write_text(f"clock_master:\n  ros__parameters: {{{given}}}\n")
+        with pytest.raises(ConfigError, match=f"expected a value of type int.*got {got}"):
+            read_params_file(path)
+    path.write_text("sim_bridge:\n  ros__parameters: {carla_vehicle: ~, map_frame: '1e3', carla_town: 08}\n")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert [p.field for p in err.value.problems] == ["sim_bridge.carla_town"]  # 8.0, a double to rcl
+    path.write_text("sim_bridge:\n  ros__parameters: {carla_vehicle: ~, map_frame: '1e3'}\n")
+    assert read_params_file(path)["sim_bridge"] == {"carla_vehicle": "~", "map_frame": "1e3"}
+
+
+def test_an_alias_or_an_empty_value_is_refused_as_rcl_refuses_them(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("sim_bridge:\n  ros__parameters: {width: &w 640, height: *w}\n")
+    with pytest.raises(ConfigError, match=r"an alias \(\*name\), which ROS 2's parameter parser \(rcl\)"):
+        read_params_file(path)
+    path.write_text("sim_bridge:\n  ros__parameters:\n    carla_town:\n")
+    with pytest.raises(ConfigError, match="no value"):
+        read_params_file(path)
+
+
+def test_qos_overrides_are_left_out_with_a_note(tmp_path):
+    """rclpy takes them (a stack's file often has them); simforge refused the file."""
+    path = tmp_path / "p.yaml"
+    path.write_text("sim_bridge:\n  ros__parameters:\n    width: 640\n    qos_overrides:\n"
+                    "      /clock: {subscription: {depth: 5}}\n")
+    notes: list[str] = []
+    assert read_params_file(path, notes)["sim_bridge"] == {"width": 640}
+    assert notes == [f"{path}: sim_bridge.qos_overrides ignored: simforge's publishers and subscriptions take no "
+                     "QoS overrides (their QoS is the run's, README: Topics)"]

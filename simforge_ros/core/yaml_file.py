@@ -8,6 +8,9 @@ exception's class name alone.
 
 from __future__ import annotations
 
+import math
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +58,98 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_RCL_TRUE = frozenset({"Y", "y", "yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON"})
+_RCL_FALSE = frozenset({"N", "n", "no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF"})
+_C_SPACE = "[ \t\n\v\f\r]*"  # what strtoll and strtod skip first
+_C_INT = re.compile(_C_SPACE + r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|(0[0-7]*)|([1-9][0-9]*))")  # strtoll, base 0
+_C_DECIMAL = re.compile(_C_SPACE + r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_C_HEX = re.compile(_C_SPACE + r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
+_C_WORD = re.compile(_C_SPACE + r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_YAML_WORDS = {f"{sign}.{word}": float(f"{sign or '+'}{word}") for sign in ("", "+", "-")
+               for word in ("inf", "Inf", "INF")} | {f".{word}": math.nan for word in ("nan", "NaN", "NAN")}
+
+
+def rcl_scalar(text: str) -> bool | int | float | str:
+    """An unquoted YAML value as rcl types it (rcl_yaml_param_parser's get_value), which is
+    how every ROS 2 node reads a parameter file and ``-p name:=value``: a bool (y, yes, on,
+    true and their negations, in three cases), else an int (C strtoll, base 0: ``010`` is 8,
+    ``0x10`` 16, ``1_000`` none), else a double (C strtod: ``1e3``, ``08``, ``nan``; a
+    number it cannot hold, as ``1e999``, none), else the text (``~``, ``null``,
+    ``2001-01-01``, ``1:20``). PyYAML's YAML 1.1 typing differs in each of those."""
+    if text in _RCL_TRUE:
+        return True
+    if text in _RCL_FALSE:
+        return False
+    match = _C_INT.fullmatch(text)
+    if match is not None:
+        sign, hexa, octal, decimal = match.groups()
+        whole = int(hexa, 16) if hexa is not None else int(octal, 8) if octal is not None else int(decimal)
+        whole = -whole if sign == "-" else whole
+        if -(1 << 63) <= whole < (1 << 63):
+            return whole  # out of range: strtoll's ERANGE, and strtod's turn
+    if text in _YAML_WORDS:
+        return _YAML_WORDS[text]
+    if _C_DECIMAL.fullmatch(text) or _C_WORD.fullmatch(text):
+        value = float(text.strip(" \t\n\v\f\r"))
+    elif _C_HEX.fullmatch(text):
+        value = float.fromhex(text.strip(" \t\n\v\f\r"))
+    else:
+        return text
+    spelled_inf = "inf" in text.lower()
+    if (math.isinf(value) and not spelled_inf) or (value != 0 and abs(value) < sys.float_info.min) or (
+            value == 0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0].split("p")[0].split("P")[0])):
+        return text  # strtod's ERANGE: beyond a double, or below its normal range
+    return value
+
+
+_RCL_PLAIN = "tag:simforge,2026:rcl-plain"
+
+
+class RclLoader(UniqueKeyLoader):
+    """A ROS 2 parameter file read as rcl reads it, the parser every node takes the file
+    with: unquoted values typed by rcl_scalar (a quoted or ``!!str`` one is a string), keys
+    as their text, and an alias refused ("will not support aliasing", rcl says). Read by
+    PyYAML's own typing, a file simforge ran could fail under `ros2 run` (``steps: 1_000``)
+    or the other way round (``odometry: y``)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None, None, "an alias (*name), which ROS 2's parameter parser (rcl) does not support",
+                self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+    def resolve(self, kind: Any, value: Any, implicit: Any) -> Any:
+        if kind is yaml.ScalarNode and implicit[0]:  # plain: neither quoted nor tagged
+            return _RCL_PLAIN
+        return super().resolve(kind, value, implicit)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        super().construct_mapping(node, deep)  # a key given twice is refused there
+        return {key.value if isinstance(key, yaml.ScalarNode) else self.construct_object(key, deep=deep):
+                self.construct_object(value, deep=deep) for key, value in node.value}
+
+
+def _construct_rcl_plain(loader: RclLoader, node: yaml.ScalarNode) -> Any:
+    if node.value == "":  # `key:` with nothing after it
+        raise yaml.constructor.ConstructorError(None, None, "no value (ROS 2's parameter parser refuses an empty "
+                                                "one; quote it, '', for an empty string)", node.start_mark)
+    return rcl_scalar(node.value)
+
+
+RclLoader.add_constructor(_RCL_PLAIN, _construct_rcl_plain)
+
+
+def load_rcl_value(text: str) -> Any:
+    """A value given on a command line (``--set NODE.PARAM=VALUE``), as rcl reads ``-p
+    name:=value``: a YAML value typed by RclLoader.
+
+    Raises:
+        yaml.YAMLError: ``text`` is no YAML value.
+    """
+    return yaml.load(text, Loader=RclLoader)
+
+
 class UnreadableYaml(Exception):
     """A file that is no YAML text; ``got`` says what it is instead (a problem's got)."""
 
@@ -63,8 +158,8 @@ class UnreadableYaml(Exception):
         self.got = got
 
 
-def load_yaml_file(path: Path) -> Any:
-    """The YAML document of the UTF-8 file ``path`` (PyYAML's safe loader).
+def load_yaml_file(path: Path, loader: type[UniqueKeyLoader] = UniqueKeyLoader) -> Any:
+    """The YAML document of the UTF-8 file ``path`` (PyYAML's safe loader, or ``loader``).
 
     Raises:
         FileNotFoundError: no such file.
@@ -83,6 +178,6 @@ def load_yaml_file(path: Path) -> Any:
     if encoding is not None:
         raise UnreadableYaml(encoding)
     try:
-        return yaml.load(data, Loader=UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+        return yaml.load(data, Loader=loader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as err:
         raise UnreadableYaml(yaml_problem(err)) from None
