@@ -64,7 +64,10 @@ def build_interfaces() -> None:
     for name in ("msg", "srv", *FROM_SOURCE):
         shutil.copytree(HERE / name, src / name)
     cmake_build.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, AMENT_PREFIX_PATH=str(prefix))
+    # this prefix's ament index first (the ROS 2 wheels' typesupports), a ROS install's after
+    # it: replaced, a build against /opt/ros found no typesupport at all
+    env = dict(os.environ, AMENT_PREFIX_PATH=os.pathsep.join(
+        [str(prefix), *filter(None, os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep))]))
     configure = [
         "cmake", str(src), f"-DCMAKE_PREFIX_PATH={prefix}", f"-DCMAKE_INSTALL_PREFIX={STAGE}",
         f"-DPython3_EXECUTABLE={sys.executable}", "-DBUILD_TESTING=OFF",

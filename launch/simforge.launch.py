@@ -13,11 +13,17 @@ parameter file (``params_file``, config/simforge.yaml by default) holds the para
 launch argument given overrides the file's value, one left empty leaves it to the file.
 The arguments and the file are checked before any node starts (simforge_ros.launch_plan,
 as `simforge run` checks its options). The clock master ends the run; its exit ends the
-launch.
+launch, as does a participant's exit with a start-up error (status 2, its line said).
+
+Ctrl-C reaches every node of the launch at once: the clock master aborts the run at its
+next step, and the participants (SIMFORGE_UNDER_LAUNCH=1) serve until it has, so the run
+is kept `aborted`, as `simforge run` keeps it. `ros2 launch` itself exits 0 whatever the
+run's end: the run's status is in its manifest.json (and the clock master's exit status).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -32,13 +38,18 @@ from launch.actions import (
     RegisterEventHandler,
     SetEnvironmentVariable,
 )
-from launch.event_handlers import OnProcessExit
+from launch.event_handlers import OnProcessExit, OnShutdown
 from launch.events import Shutdown
 from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
-from simforge_ros.launch_plan import ARGS, plan
+from simforge_ros.core.errors import EXIT_USAGE
+from simforge_ros.launch_plan import ARGS, LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV, plan
 from simforge_ros.params import params_yaml
+
+# launch's SIGTERM after Ctrl-C, then its SIGKILL: after a participant's own wait for the
+# run's end (LAUNCH_INTERRUPT_S), so an aborted run's Finish is not cut short
+SIGTERM_TIMEOUT_S = str(int(LAUNCH_INTERRUPT_S) + 5)
 
 
 def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
@@ -52,11 +63,32 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     with os.fdopen(fd, "w") as file:
         file.write(params_yaml(planned.nodes))
     nodes = {name: Node(package="simforge_ros", executable=name, name=name, output="screen",
-                        parameters=[str(planned.params_file), handed])
+                        parameters=[str(planned.params_file), handed], sigterm_timeout=SIGTERM_TIMEOUT_S,
+                        additional_env={} if name == "clock_master" else {UNDER_LAUNCH_ENV: "1"})
              for name in planned.nodes}
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=nodes["clock_master"],
                                                         on_exit=[EmitEvent(event=Shutdown())]))
-    return [*nodes.values(), end_with_clock]
+    # a participant that could not start (a bad parameter, a module missing) said why and
+    # exited 2: the launch ends there, not at the clock master's start-up limit
+    ends = [RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_start_failed(name)))
+            for name, node in nodes.items() if name != "clock_master"]
+    forget = RegisterEventHandler(OnShutdown(on_shutdown=lambda _event, _context: _remove(handed)))
+    return [*nodes.values(), end_with_clock, *ends, forget]
+
+
+def _start_failed(name: str) -> Any:
+    def on_exit(event: Any, _context: LaunchContext) -> Any:
+        if event.returncode != EXIT_USAGE:
+            return None
+        return [EmitEvent(event=Shutdown(reason=f"{name} could not start (its line above says why)"))]
+
+    return on_exit
+
+
+def _remove(path: str) -> None:
+    """The launch's own parameter file, once the launch ends."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -32,6 +32,15 @@ from simforge_ros.params import both_units, check_frame_wait, coerce, read_param
 from simforge_ros.runner import DRIVERS, EXTERNAL, check_camera_faults
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
+
+UNDER_LAUNCH_ENV = "SIMFORGE_UNDER_LAUNCH"
+"""Set to 1 by the launch file for the participants it starts (bridge, driver, recorder):
+a first Ctrl-C leaves them serving until the clock master has ended the run
+(nodes.common.run_participant)."""
+# Wall clock: how long a participant under launch serves after a Ctrl-C for the clock
+# master to end the run (a second one, or SIGTERM, stops it at once); launch's SIGTERM
+# comes after it (the launch file's sigterm_timeout).
+LAUNCH_INTERRUPT_S = 10.0
 """The nodes a launch starts, in the order it starts them (the clock master last: it
 waits for the others, and its exit ends the launch)."""
 
@@ -179,11 +188,18 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
                 check()
             except ConfigError as err:
                 problems.extend(err.problems)
-    bridge_faults = merged["sim_bridge"].get("faults") or []
-    try:  # as simforge run checks them: a camera fault that cannot fire is no plan
-        check_camera_faults(merged, FaultPlan.parse(list(bridge_faults)), str(params_file), "sim_bridge.faults")
-    except ConfigError as err:
-        problems.extend(err.problems)
+    # every node's faults, as simforge run checks them: a node handed a spec it cannot parse
+    # exits at start-up, and only the clock master's exit ends a launch (the rest waited out
+    # its start-up limit and ended participant_timeout)
+    for node in NODES:
+        specs = merged[node].get("faults") or []
+        try:
+            plan_of = FaultPlan.parse(list(specs))
+            if node == "sim_bridge":  # a camera fault that cannot fire is no plan
+                check_camera_faults(merged, plan_of, str(params_file), "sim_bridge.faults")
+        except ConfigError as err:
+            problems += [Problem(str(params_file), f"{node}.faults", p.expected, p.got) if p.source == "--inject"
+                         else p for p in err.problems]
     if problems:
         raise ConfigError(problems)
     return LaunchPlan(params_file, handed)

@@ -104,13 +104,14 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     ``plan`` says, each node with the parameter file and then the arguments given, in a
     file written with params_yaml (test_node_parameters.py reads one back through rcl)."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    assert "from simforge_ros.launch_plan import ARGS, plan" in source
+    assert "from simforge_ros.launch_plan import ARGS, LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV, plan" in source
     [declare] = _calls(source, "DeclareLaunchArgument")
     assert ast.unparse(declare) == "DeclareLaunchArgument(arg, default_value=item.default, description=item.doc)"
     assert "for arg, item in ARGS.items()" in source
     [node] = _calls(source, "Node")
     assert ast.unparse(node) == ("Node(package='simforge_ros', executable=name, name=name, output='screen', "
-                                 "parameters=[str(planned.params_file), handed])")
+                                 "parameters=[str(planned.params_file), handed], sigterm_timeout=SIGTERM_TIMEOUT_S, "
+                                 "additional_env={} if name == 'clock_master' else {UNDER_LAUNCH_ENV: '1'})")
     assert "from simforge_ros.params import params_yaml" in source
     function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
@@ -118,6 +119,10 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     assert "file.write(params_yaml(planned.nodes))" in body and "for name in planned.nodes" in body
     # the clock master ends the run; its exit ends the launch
     assert "OnProcessExit(target_action=nodes['clock_master'], on_exit=[EmitEvent(event=Shutdown())])" in body
+    # so does a participant that could not start; the launch's own file goes with it
+    assert ("[RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_start_failed(name))) for name, node "
+            "in nodes.items() if name != 'clock_master']") in body
+    assert "OnShutdown(on_shutdown=lambda _event, _context: _remove(handed))" in body
     [opaque] = _calls(source, "OpaqueFunction")
     assert ast.unparse(opaque) == ("OpaqueFunction(function=_nodes, args=[os.path.join(share, 'config', "
                                    "'simforge.yaml')])")

@@ -166,3 +166,15 @@ def test_a_camera_fault_in_the_file_that_cannot_fire_is_refused_as_simforge_run_
                               "(K >= 2: at step 0 no earlier frame exists), got 'stale_frame@0'")
     path.write_text("sim_bridge:\n  ros__parameters: {camera_period_us: 200000, faults: [drop_frame@4]}\n")
     assert plan({"params_file": str(path)}, "unused.yaml").nodes["sim_bridge"] is not None
+
+
+def test_every_nodes_faults_are_checked_before_any_node_starts(tmp_path):
+    """Only the bridge's were: a driver handed `bogus@x` exited at start-up, and the launch,
+    which only the clock master's exit ends, waited out its start-up limit."""
+    path = tmp_path / "faults.yaml"
+    path.write_text("driver:\n  ros__parameters: {faults: [perturb_action=0.1@3, bogus@x]}\n"
+                    "recorder:\n  ros__parameters: {faults: [nonsense]}\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(path)}, "unused.yaml")
+    assert [(p.source, p.field, p.got) for p in err.value.problems] == [
+        (str(path), "recorder.faults", "nonsense"), (str(path), "driver.faults", "bogus@x")]

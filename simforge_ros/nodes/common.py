@@ -37,6 +37,7 @@ from simforge_ros.core.errors import (
     one_line,
 )
 from simforge_ros.core.units import resolve_period
+from simforge_ros.launch_plan import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as
 from simforge_ros.process_tuning import (
     TEARDOWN_CUT,
@@ -486,10 +487,27 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     dump_stacks_on_signal()
     rclpy.init(args=argv)
     stop = {"signal": False}
+    # Under `ros2 launch` the terminal's Ctrl-C reaches every node of the launch at once
+    # (launch's children share its process group). The clock master then aborts the run at
+    # its next step; a participant that left at once took the step it was serving with it,
+    # and a recorder closed before the Finish: every interrupted launch was kept as
+    # incomplete_run, never `aborted`. There, a first SIGINT leaves it serving until the
+    # run's end, the clock master gone, or LAUNCH_INTERRUPT_S.
+    defer_sigint = os.environ.get(UNDER_LAUNCH_ENV) == "1"
+    interrupted_at: list[float] = []
 
     def _on_signal(signum: int, _frame: Any) -> None:
+        if signum == signal.SIGINT and defer_sigint and not interrupted_at:
+            interrupted_at.append(time.monotonic())
+            return
         stop["signal"] = True
         STOP.set()
+
+    def _interrupt_outlasted() -> bool:
+        if interrupted_at and time.monotonic() - interrupted_at[0] >= LAUNCH_INTERRUPT_S:
+            stop["signal"] = True
+            return True
+        return False
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
@@ -511,7 +529,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         freeze_startup()
         try:
             gone = ClockMasterGone(shell.node)
-            spin_until(executor, lambda: stop["signal"] or shell.finished or gone())
+            spin_until(executor, lambda: stop["signal"] or shell.finished or gone() or _interrupt_outlasted())
             if not (stop["signal"] or shell.finished):
                 print(f"{node_name}: the clock master has left ({gone.why}) and its final status never came "
                       "here; ending", file=sys.stderr, flush=True)
