@@ -56,6 +56,9 @@ class _Direct:
         self.policy = RouteFollower(load_scenario(scenario))
         self.frames: list[Any] = []
 
+    def wait_turn(self, request: Any) -> None:
+        """Nothing to wait for: no hold, no pace."""
+
     def step(self, request: Any) -> Any:
         observation, frames = self.core.step(request)
         self.frames = frames

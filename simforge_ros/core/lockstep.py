@@ -64,7 +64,8 @@ class DecideRequest:
 class TimingRecord:
     """The timing record of one step; wall_* fields never enter a digest.
 
-    ``wall_bridge_ns`` and ``wall_driver_ns`` time the Step and Decide calls of the step;
+    ``wall_bridge_ns`` and ``wall_driver_ns`` time the Step and Decide calls of the step
+    (a hold or a pace before the Step, Participants.wait_turn, in neither);
     ``wall_step_ns`` is the loop's whole cycle for the step: from the end of the previous
     decision (step 0: from the reset request) to the end of this one, so it also covers
     publishing the previous step's records, /clock and the contract checks, and the
@@ -87,6 +88,12 @@ class TimingRecord:
 
 class Participants(Protocol):
     """How the loop reaches the bridge and the driver (ROS services, or direct calls)."""
+
+    def wait_turn(self, request: StepRequest) -> None:
+        """The loop's own waits before a step (a hold, a real-time pace), outside the
+        Step call's time: a 40 s hold was timed as the bridge's wall_bridge_ns.
+
+        Raises: Refusal (an interrupt, a participant gone meanwhile)."""
 
     def step(self, request: StepRequest) -> BridgeObservation:
         """Raises: Refusal."""
@@ -199,10 +206,10 @@ def run_lockstep(
         if on_step is not None:
             on_step(k, steps)
         if k + 1 < steps:
+            request = StepRequest(k + 1, contract.t_us(k + 1), decision_us, config.seed, False, applied)
+            participants.wait_turn(request)
             w0 = wall_ns()
-            obs = participants.step(
-                StepRequest(k + 1, contract.t_us(k + 1), decision_us, config.seed, False, applied)
-            )
+            obs = participants.step(request)
             wall_bridge = wall_ns() - w0
     return progress
 

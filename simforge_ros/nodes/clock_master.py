@@ -587,18 +587,21 @@ class ClockMaster:
             self._watch_recorder(step)
         self._executor.spin_once(timeout_sec=timeout_s)
 
-    def step(self, request: StepRequest) -> BridgeObservation:
-        if not request.reset:
-            if request.step == self._hold_before:
-                self._paused = True
-                self._hold_before = -1  # done: a resume now lets the run go to its end
-            held = self._paused
-            if held:
+    def wait_turn(self, request: StepRequest) -> None:
+        """Hold before this step when asked (/simforge/pause, hold_at_step), and keep to
+        real_time_factor; the loop times neither as the bridge's Step."""
+        if request.step == self._hold_before:
+            self._paused = True
+            self._hold_before = -1  # done: a resume now lets the run go to its end
+        held = self._paused
+        if held:
+            self._hold(request.step)
+        if self._pacer.paced:
+            self._pace(request.step, request.t_us)
+            if self._paused and not held:  # a pause that came during the pace holds this step too
                 self._hold(request.step)
-            if self._pacer.paced:
-                self._pace(request.step, request.t_us)
-                if self._paused and not held:  # a pause that came during the pace holds this step too
-                    self._hold(request.step)
+
+    def step(self, request: StepRequest) -> BridgeObservation:
         msg = self._msgs.step  # every field is set below; call_async serialises at once
         msg.step, msg.t_us, msg.decision_us = request.step, request.t_us, request.decision_us
         msg.seed, msg.reset = request.seed, request.reset

@@ -42,6 +42,10 @@ class Direct:
         self.spoil = spoil or {}
         self.steps: list[StepRequest] = []
         self.decides: list[DecideRequest] = []
+        self.turns: list[int] = []
+
+    def wait_turn(self, request: StepRequest) -> None:
+        self.turns.append(request.step)
 
     def step(self, request: StepRequest) -> BridgeObservation:
         self.steps.append(request)
@@ -117,3 +121,27 @@ def test_an_answer_for_another_step_is_refused() -> None:
         run_lockstep(LoopConfig(steps=10), participants, Sink(), progress=progress)
     assert info.value.step == 4 and "driver answered for step 3" in info.value.detail
     assert progress.steps_done == 4
+
+
+def test_the_loops_own_waits_come_before_each_step_and_are_no_participants_time() -> None:
+    """A hold on /simforge/pause or a real-time pace happened inside the Step call and
+    was timed as the bridge's: a 40 s hold read wall_bridge_ns 40.7 s at its step."""
+    now = [0]
+
+    def wall_ns() -> int:
+        return now[0]
+
+    class Waiting(Direct):
+        def wait_turn(self, request: StepRequest) -> None:
+            super().wait_turn(request)
+            now[0] += 1_000_000  # held or paced 1 ms
+
+        def step(self, request: StepRequest) -> BridgeObservation:
+            now[0] += 7
+            return super().step(request)
+
+    participants, sink = Waiting(), Sink()
+    run_lockstep(LoopConfig(steps=5), participants, sink, wall_ns)
+    assert participants.turns == [1, 2, 3, 4]  # before every step but the reset
+    assert [timing.wall_bridge_ns for timing, *_ in sink.records] == [7] * 5
+    assert [timing.wall_step_ns for timing, *_ in sink.records][1:] == [1_000_007] * 4  # the cycle holds it

@@ -50,3 +50,6 @@ def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path, capfd):
     span_s = sum(s["wall"]["wall_step_ns"] for s in steps_of(paced)[1:]) / 1e9
     assert span_s >= _paced_span_s() - FIRST_DECIDE_S, span_s
     assert paced.wall is not None and paced.wall["paced_ns"] > 0
+    # the pace is the loop's own wait, not the bridge's: each Step was timed at 50 ms
+    bridge_ms = sorted(s["wall"]["wall_bridge_ns"] / 1e6 for s in steps_of(paced)[1:])
+    assert bridge_ms[len(bridge_ms) // 2] < 0.5 * DECISION_US / 1e3 / FACTOR, bridge_ms
