@@ -88,6 +88,17 @@ def _held_for_a_run(domain_id: int) -> bool:
     return False
 
 
+def domain_holder(domain_id: int) -> str | None:
+    """Who holds ``domain_id`` for a run or a play (hold_domain's "simforge run RUN_ID
+    (pid N)"), None when no one does."""
+    if not _held_for_a_run(domain_id):
+        return None
+    try:
+        return (LOCK_DIR / f"{domain_id}.run").read_text(errors="replace").strip() or "another process"
+    except OSError:
+        return "another process"
+
+
 PARTICIPANT_IDS_PROBED = 10
 """How many of a domain's participant ids ``_has_participants`` looks at: Fast DDS gives a
 new participant the lowest free one."""

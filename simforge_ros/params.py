@@ -203,6 +203,11 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
         raise ConfigError.single(source, f"{node}.{name}", item.expected(), value)
     if item.kind == "float" and not math.isfinite(value):
         raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
+    if item.kind == "float" and value != 0 and abs(value) < sys.float_info.min:
+        # subnormal: C's strtod, which rcl reads a parameter file with, says ERANGE, and the
+        # node was handed a string ("1e-320" for real_time_factor, refused by its type)
+        raise ConfigError.single(source, f"{node}.{name}", f"a finite number, 0 or at least "
+                                 f"{sys.float_info.min:.1e} in size (ROS 2 reads no smaller one)", value)
     if item.positive and value <= 0:
         form = "an integer > 0" if item.kind == "int" else "a number > 0"
         raise ConfigError.single(source, f"{node}.{name}", form, value)

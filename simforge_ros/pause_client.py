@@ -23,9 +23,11 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
-from simforge_ros.isolation import check_rmw, user_domain
+from simforge_ros.isolation import check_rmw, domain_holder, user_domain
 from simforge_ros.record.rundir import DOMAIN, MANIFEST
 from simforge_ros.tools import parse, say, stop_on_sigterm
+
+_LOOK_S = 0.25  # wall clock: how often a wait looks whether the run (--run) has ended
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,7 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         say("pause", err)
         return EXIT_USAGE
-    return _call(domain_id, "step" if args.step else "resume" if args.resume else "hold", args.wait_s)
+    return _call(domain_id, "step" if args.step else "resume" if args.resume else "hold", args.wait_s,
+                 None if args.run is None else Path(args.run))
 
 
 def _domain_of(run: Path) -> int:
@@ -84,10 +87,31 @@ def _domain_of(run: Path) -> int:
     except OSError as err:
         raise ConfigError.single("--run", "run", f"the directory of a run `simforge run` started ({DOMAIN}: "
                                  f"{err.strerror or err})", str(run)) from None
-    return user_domain(text)
+    domain_id = user_domain(text)
+    # The domain must still be this run's: a run killed before its manifest leaves its
+    # directory as it was, and the domain may be another run's by now (that run was held).
+    holder = domain_holder(domain_id)
+    if holder is None:
+        raise ConfigError.single("--run", "run", f"the directory of a run still going on (no run holds its "
+                                 f"ROS_DOMAIN_ID={domain_id}: it was stopped before writing its {MANIFEST}; "
+                                 "`simforge salvage` keeps what it recorded)", str(run))
+    if not holder.startswith(f"simforge run {run.resolve().name} "):
+        raise ConfigError.single("--run", "run", f"the directory of a run still going on (its ROS_DOMAIN_ID="
+                                 f"{domain_id} is now {holder}'s)", str(run))
+    return domain_id
 
 
-def _call(domain_id: int, what: str, wait_s: float) -> int:
+def _ended(domain_id: int, run: Path | None) -> str | None:
+    """Why the run this call is for has ended meanwhile (None: not that we know). A call
+    racing a run's end waited out --wait-s and then blamed the service."""
+    if run is not None and (run / MANIFEST).exists():
+        return f"the run ended meanwhile (its {MANIFEST} is written)"
+    if run is not None and domain_holder(domain_id) is None:
+        return f"the run ended meanwhile (no run holds ROS_DOMAIN_ID={domain_id} any more)"
+    return None
+
+
+def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> int:
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # as the run's nodes
     import rclpy
     from rclpy.node import Node
@@ -99,10 +123,15 @@ def _call(domain_id: int, what: str, wait_s: float) -> int:
         node = Node("simforge_pause")
         service = topics.ADVANCE_SERVICE if what == "step" else topics.PAUSE_SERVICE
         client: Any = node.create_client(Trigger if what == "step" else SetBool, service)
-        if not client.wait_for_service(timeout_sec=wait_s):
-            say("pause", f"no {service} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
-                         "no run is going on there")
-            return EXIT_FAILURE
+        found_by = time.monotonic() + wait_s
+        while not client.wait_for_service(timeout_sec=min(_LOOK_S, max(0.0, found_by - time.monotonic()))):
+            if (ended := _ended(domain_id, run)) is not None:
+                say("pause", ended)
+                return EXIT_FAILURE
+            if time.monotonic() >= found_by:
+                say("pause", f"no {service} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
+                             "no run is going on there")
+                return EXIT_FAILURE
         # An answer can be lost while discovery is still matching the service's endpoints
         # (see ClockMaster._call): unanswered, the request goes again after 1 s, then 2, ...
         # Asking twice is harmless for hold and resume: the clock master is held or not, as
@@ -111,15 +140,22 @@ def _call(domain_id: int, what: str, wait_s: float) -> int:
         wall_deadline = time.monotonic() + wait_s
         resend_s = 1.0
         sent = [client.call_async(request)]
+        sent_at = time.monotonic()
         while True:
             left_s = max(0.0, wall_deadline - time.monotonic())
-            rclpy.spin_until_future_complete(node, sent[-1], timeout_sec=min(resend_s, left_s))
+            rclpy.spin_until_future_complete(node, sent[-1], timeout_sec=min(resend_s, left_s, _LOOK_S))
             future = next((f for f in sent if f.done()), sent[-1])
             if future.done() or time.monotonic() >= wall_deadline:
                 break
+            if (ended := _ended(domain_id, run)) is not None:
+                say("pause", ended)
+                return EXIT_FAILURE
+            if time.monotonic() < sent_at + resend_s:
+                continue
             if what == "step":
                 continue
             sent.append(client.call_async(request))
+            sent_at = time.monotonic()
             resend_s *= 2
         if not future.done():
             say("pause", f"no answer from {service} within {wait_s:g} s")

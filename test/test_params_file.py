@@ -424,3 +424,14 @@ def test_qos_overrides_are_left_out_with_a_note(tmp_path):
     assert read_params_file(path, notes)["sim_bridge"] == {"width": 640}
     assert notes == [f"{path}: sim_bridge.qos_overrides ignored: simforge's publishers and subscriptions take no "
                      "QoS overrides (their QoS is the run's, README: Topics)"]
+
+
+def test_a_float_too_small_for_rcl_to_read_back_is_refused():
+    """An audit's --real-time-factor 1e-320 was announced, then the clock master refused
+    the parameter file it was handed: rcl (C strtod) reads a subnormal as a string."""
+    from simforge_ros.params import coerce
+
+    with pytest.raises(ConfigError, match=r"expected a finite number, 0 or at least 2\.2e-308 in size"):
+        coerce("clock_master", "real_time_factor", 1e-320)
+    assert coerce("clock_master", "real_time_factor", 0) == 0.0
+    assert coerce("clock_master", "real_time_factor", 1e-300) == 1e-300

@@ -533,7 +533,7 @@ class ClockMaster:
 
     def _hold(self, step: int) -> None:
         """Wait while paused, with the previous step's records out (a viewer sees the
-        world where it stopped); an interrupt or a recorder gone still end the run."""
+        world where it stopped); an interrupt or a participant gone still end the run."""
         assert self._executor is not None
         self._flush()
         if self._last_step is not None:
@@ -579,12 +579,16 @@ class ClockMaster:
 
     def _spin_waiting(self, step: int, timeout_s: float) -> None:
         """One spin of a wait the loop makes of its own accord (a hold, a pace): an
-        interrupt or a recorder gone still end the run."""
+        interrupt, or a recorder, bridge or driver gone, still end the run (a driver killed
+        during a hold went unseen until the resume)."""
         assert self._executor is not None
         if self.interrupted:
             raise Aborted(step, self.interrupt_detail)
         if self.config.record:
             self._watch_recorder(step)
+        for peer in (self._bridge, self._driver):
+            if peer.gone():
+                raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
         self._executor.spin_once(timeout_sec=timeout_s)
 
     def wait_turn(self, request: StepRequest) -> None:

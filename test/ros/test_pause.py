@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -315,3 +316,27 @@ def test_a_resume_before_the_scheduled_hold_says_the_hold_is_still_ahead(tmp_pat
         stdout, stderr = run.communicate(timeout=120)
     assert run.returncode == 0, stderr
     assert json.loads(stdout)["status"] == "counted"
+
+
+def test_a_driver_killed_while_the_run_is_held_ends_the_run_participant_lost_at_once(tmp_path):
+    """An audit killed the driver of a held run: the run stayed held, saying nothing, and
+    was refused only once resumed; a dead recorder was already seen within a second."""
+    out = tmp_path / "runs"
+    with _simforge_run("right_turn", "--steps", "20", "--json", "--out", str(out), "--hold-at-step", "5",
+                       env=dict(os.environ)) as run:
+        end = time.monotonic() + 60
+        while _recorded(out) < 6:
+            assert run.poll() is None and time.monotonic() < end, "the run never held"
+            time.sleep(0.05)
+        found = subprocess.run(["pgrep", "-P", str(run.pid), "-f", "simforge_ros.nodes.driver"],
+                               capture_output=True, text=True)
+        (driver,) = [int(pid) for pid in found.stdout.split()]
+        os.kill(driver, signal.SIGKILL)
+        killed_at = time.monotonic()
+        stdout, stderr = run.communicate(timeout=60)
+        took_s = time.monotonic() - killed_at
+    assert run.returncode == 16, stderr  # participant_lost
+    refusal = json.loads(stdout)["refusal"]
+    assert (refusal["code"], refusal["step"]) == ("participant_lost", 6)
+    assert refusal["detail"].startswith("driver (pid ") and refusal["detail"].endswith(") is gone")
+    assert took_s < 20, took_s  # not at a resume that never comes
