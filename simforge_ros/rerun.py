@@ -7,7 +7,10 @@ faults, every --set), so the rerun asks the same, in the layout the run used (on
 when all its nodes named one pid; --layout overrides: both layouts give the same digest).
 The rerun is a new run directory next to the kept one; the kept one is never touched. A
 refused run repeats when the rerun is refused with the same code at the same step over the
-same chain: the failure reproduces. Two wall-clock settings are not taken from the kept run:
+same chain: the failure reproduces. A run interrupted (``aborted``: a Ctrl-C, its simforge run
+killed) recorded what it had done when the user stopped it, which nothing in the run decided:
+its rerun runs as many steps and repeats it when those steps repeat bit for bit.
+Two wall-clock settings are not taken from the kept run:
 a rerun is not paced (clock_master.real_time_factor) and does not hold at a step
 (hold_at_step) unless asked here, so a rerun never waits for someone to resume it; neither
 changes a digest.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import secrets
@@ -25,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, Problem, SimforgeError
 from simforge_ros.params import read_params_file
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
@@ -81,6 +85,21 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     )
 
 
+WALL_SETTINGS = ("nodes.clock_master.params.real_time_factor", "nodes.clock_master.params.hold_at_step")
+"""The rerun's own settings, never the kept run's (no digest depends on them): no setup
+difference to tell."""
+
+
+def interrupted_after(kept: RunDir) -> int | None:
+    """How many steps a run the user interrupted had recorded (None: it was not
+    interrupted, or recorded no step to repeat)."""
+    refusal = kept.manifest.get("refusal") or {}
+    steps = kept.manifest.get("steps")
+    if refusal.get("code") == Aborted.code and isinstance(steps, int) and steps > 0:
+        return steps
+    return None
+
+
 def side_difference(kept: Mapping[str, Any], rerun: Mapping[str, Any] | None) -> str | None:
     """What of the side digests differs between a kept run's manifest and its rerun's
     (None: nothing, or a run recorded before they were kept)."""
@@ -96,6 +115,20 @@ def side_difference(kept: Mapping[str, Any], rerun: Mapping[str, Any] | None) ->
 
 def repeated(kept: RunDir, rerun: RunResult, recorded: bool = True,
              rerun_manifest: Mapping[str, Any] | None = None) -> bool:
+    """The same outcome over the same chains (repeated_outcome), or, for a run the user
+    interrupted, its recorded steps over the same chains: the rerun ran that many steps
+    and counted. (What of its messages no chain holds is not compared then: the interrupt
+    may have come after a step's frames went out.)"""
+    steps = interrupted_after(kept)
+    if steps is None:
+        return repeated_outcome(kept, rerun, recorded, rerun_manifest)
+    manifest = kept.manifest
+    return (rerun.status == "counted" and rerun.steps == steps and rerun.chain_digest == manifest["chain_digest"]
+            and (not recorded or rerun.frames_digest == manifest.get("frames_digest")))
+
+
+def repeated_outcome(kept: RunDir, rerun: RunResult, recorded: bool = True,
+                     rerun_manifest: Mapping[str, Any] | None = None) -> bool:
     """The same outcome over the same chains: status, refusal code and step, steps, the
     step chain's digest and, when the rerun was ``recorded``, the frames chain's (the step
     chain holds no pixel, so a renderer that drew one pixel otherwise repeated every step
@@ -163,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
         out_dir = ((Path(args.out) if args.out is not None else kept.path.parent) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
+        upto = interrupted_after(kept)
+        if upto is not None:  # the steps it had done when it was stopped
+            spec = dataclasses.replace(spec, steps=upto)
         result = start_run(spec)
     except ConfigError as err:  # the kept params.yaml's faults are its own, not a --inject of this command
         say("rerun", ConfigError([Problem(str(Path(args.run) / PARAMS), "faults", p.expected, p.got)
@@ -184,16 +220,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `simforge diff` of the same two runs named a step
         with contextlib.suppress(SimforgeError):
             diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
-        if diff is not None and not diff.identical:
+        told_apart = upto is not None and diff is not None and diff.first in ("end", "messages")
+        if diff is not None and not diff.identical and not told_apart:  # an interrupted run ends apart
             same, kept_record_differs = False, True
     if not same and diff is None:
         try:
             diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
         except SimforgeError as err:  # a rerun that left no record (it refused before recording)
             say("rerun", f"no step-by-step diff: {err}")
+    said_apart = {*WALL_SETTINGS, *(("nodes.clock_master.params.steps",) if upto is not None else ())}
+    setup = [d for d in setup or [] if d[0] not in said_apart]  # the rerun's own, not a difference to tell
     if args.json:
         print(json.dumps({
             "repeated": same,
+            "up_to_interrupt": upto,
             "kept": {k: kept.manifest.get(k) for k in ("run_id", "status", "refusal", "steps", "chain_digest")},
             "rerun": result.to_dict(),
             "layout": spec.layout,
@@ -205,7 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kept  {manifest['run_id']}: "
               f"{_outcome(manifest.get('refusal'), manifest['steps'], manifest['chain_digest'])}")
         print(f"rerun {result.run_id}: {_outcome(result.refusal, result.steps, result.chain_digest)} ({spec.layout})")
-        if same:
+        if same and upto is not None:
+            print(f"repeated bit for bit up to the interrupt: the {upto} steps the kept run had done when it was "
+                  "stopped (a rerun runs no further)")
+        elif same:
             print("repeated bit for bit" + ("" if result.refusal is None else ", the refusal too"))
         elif diff is None:
             print("did not repeat")

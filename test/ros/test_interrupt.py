@@ -86,6 +86,13 @@ def test_ctrl_c_ends_a_held_run_as_aborted_at_the_step_it_holds(tmp_path, layout
     assert check.returncode == 0, check.stdout + check.stderr
     assert f"verified: {hold_at + 1} steps" in check.stdout
     assert not processes_mentioning(str(out))
+    # its rerun runs the steps it had done and repeats them: the interrupt was the user's
+    # (rerun said "did not repeat ... different lengths", exit 1, of every interrupted run)
+    rerun = simforge("rerun", result["run_dir"], cwd=tmp_path)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.splitlines()[-1] == (f"repeated bit for bit up to the interrupt: the {hold_at + 1} steps the "
+                                             "kept run had done when it was stopped (a rerun runs no further)")
+    assert "hold_at_step" not in rerun.stdout
 
 
 @pytest.mark.parametrize(("sig", "sigint_ignored"), [(signal.SIGINT, False), (signal.SIGTERM, True)])
