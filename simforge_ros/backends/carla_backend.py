@@ -386,7 +386,11 @@ class CarlaBackend:
             actor_bp = library.find(walker if actor.kind == "pedestrian" else opts.vehicle)
             ground_z = self._ground_z(world, x, y)
             # spawned above the road (CARLA refuses a spawn into it), then set down with physics off
-            spawned = world.spawn_actor(actor_bp, self._transform(x, y, ground_z + SPAWN_LIFT_M + 1.0, yaw))
+            try:
+                spawned = world.spawn_actor(actor_bp, self._transform(x, y, ground_z + SPAWN_LIFT_M + 1.0, yaw))
+            except RuntimeError as err:  # CARLA 0.10 refuses some listed walkers ("invalid actor description")
+                raise ParticipantError(-1, f"carla: the scenario's {actor.kind} {actor.id!r} could not be spawned "
+                                           f"as {actor_bp.id} at its start pose ({err})") from None
             spawned.set_simulate_physics(False)
             # CARLA 0.10 keeps a physics-off vehicle's collision (ACarlaWheeledVehicle::
             # SetSimulatePhysics), so a scripted actor moved onto the ego would push it, with

@@ -530,3 +530,14 @@ def test_a_world_a_crashed_run_left_synchronous_is_given_back_asynchronous(carla
     b.close()
     settings = world.get_settings()
     assert (settings.synchronous_mode, settings.fixed_delta_seconds) == (False, None)
+
+
+def test_a_scripted_actor_carla_will_not_spawn_is_named(carla, monkeypatch):
+    """CARLA 0.10 refuses some walker blueprints it lists ("invalid actor description",
+    carla#8818): the refusal named no actor."""
+    monkeypatch.setenv("CARLA_DOUBLE_FAULTS", "bad_blueprint=walker.pedestrian.0001")
+    with pytest.raises(ParticipantError) as err:
+        backend(cameras=()).load(0)
+    assert err.value.detail == ("carla: the scenario's pedestrian 'walker' could not be spawned as "
+                                "walker.pedestrian.0001 at its start pose (Spawn failed because of invalid actor "
+                                "description)")

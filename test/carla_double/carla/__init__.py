@@ -27,7 +27,8 @@ frame), ``drop_image=ROLE@F`` (the F-th frame's image of the camera with that ro
 never comes), ``rig_error_m=M`` (cameras render from M metres further forward than asked),
 ``no_lights`` (the town has no traffic light), ``light_stuck`` (traffic lights ignore
 set_state), ``down`` (no server answers), ``gone@F`` (the server stops answering from frame
-F's tick on), ``client_version=V`` (the Python client is release V), ``load_s=S`` (loading a
+F's tick on), ``client_version=V`` (the Python client is release V), ``bad_blueprint=ID`` (a spawn of that
+blueprint is refused, as CARLA 0.10 refuses some walkers), ``load_s=S`` (loading a
 town takes S seconds: a client whose time-out is shorter gets the time-out CARLA gives). F
 is a frame id; a fresh double's world starts at frame 0 (a test reads the carla backend's
 ``frame`` after load to name the frame of a later step).
@@ -489,6 +490,8 @@ class World:
                 actor._state, actor._elapsed_in_state = TrafficLightState.Green, 0.0
 
     def spawn_actor(self, blueprint: ActorBlueprint, transform: Transform, attach_to: Actor | None = None) -> Actor:
+        if _faults().get("bad_blueprint") == blueprint.id:
+            raise RuntimeError("Spawn failed because of invalid actor description")
         kind = Vehicle if blueprint.id.startswith("vehicle.") else Actor
         kind = Sensor if blueprint.id.startswith("sensor.") else kind
         actor = kind(self, self._next_id, blueprint, transform, attach_to)
