@@ -44,8 +44,9 @@ from launch.substitutions import EnvironmentVariable, LaunchConfiguration
 from launch_ros.actions import Node
 
 from simforge_ros.core.errors import EXIT_USAGE
-from simforge_ros.launch_plan import ARGS, LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV, plan
+from simforge_ros.launch_plan import ARGS, plan
 from simforge_ros.params import params_yaml
+from simforge_ros.under_launch import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 
 # launch's SIGTERM after Ctrl-C, then its SIGKILL: after a participant's own wait for the
 # run's end (LAUNCH_INTERRUPT_S), so an aborted run's Finish is not cut short

@@ -32,17 +32,9 @@ from simforge_ros.params import both_units, check_frame_wait, coerce, read_param
 from simforge_ros.runner import DRIVERS, EXTERNAL, check_camera_faults
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
-
-UNDER_LAUNCH_ENV = "SIMFORGE_UNDER_LAUNCH"
-"""Set to 1 by the launch file for the participants it starts (bridge, driver, recorder):
-a first Ctrl-C leaves them serving until the clock master has ended the run
-(nodes.common.run_participant)."""
-# Wall clock: how long a participant under launch serves after a Ctrl-C for the clock
-# master to end the run (a second one, or SIGTERM, stops it at once); launch's SIGTERM
-# comes after it (the launch file's sigterm_timeout).
-LAUNCH_INTERRUPT_S = 10.0
 """The nodes a launch starts, in the order it starts them (the clock master last: it
 waits for the others, and its exit ends the launch)."""
+
 
 @dataclass(frozen=True)
 class LaunchArg:

@@ -301,18 +301,23 @@ def rcl_refusal(path: Path) -> str | None:
     dash) was left out with a note here, and under `ros2 launch` every node, ours too, then
     died at start-up with rcl's traceback."""
     try:
-        import rclpy
         from rclpy.context import Context
     except ImportError:
         return None
+    from simforge_ros.isolation import check_rmw
+
+    check_rmw()  # an RMW not installed: rcl would end the process (exit 102), said as the environment's
     context = Context()
     with _quiet_stderr():  # rcl logs "Failed to parse global arguments" on fd 2 as well
-        try:
-            rclpy.init(args=["--ros-args", "--params-file", str(path)], context=context)
+        try:  # domain 0 and no logging: the environment's ROS_DOMAIN_ID and log dir are not this check's
+            context.init(["--ros-args", "--params-file", str(path)], initialize_logging=False, domain_id=0)
         except Exception as err:  # noqa: BLE001 - RCLError: rcl's own message is what is said
-            said = re.search(r"Error: (.*?)(?:, at /|$)", " ".join(str(err).split()))
-            return said[1] if said else " ".join(str(err).split())
-    rclpy.shutdown(context=context)
+            text = " ".join(str(err).split())
+            if "Couldn't parse params file" not in text:
+                return None  # not the file's: what starts the run says it in its own words
+            said = re.search(r"Error: (.*?)(?:, at /|$)", text)
+            return said[1] if said else text
+    context.shutdown()
     return None
 
 

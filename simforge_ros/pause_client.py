@@ -88,27 +88,34 @@ def _domain_of(run: Path) -> int:
         raise ConfigError.single("--run", "run", f"the directory of a run `simforge run` started ({DOMAIN}: "
                                  f"{err.strerror or err})", str(run)) from None
     domain_id = user_domain(text)
-    # The domain must still be this run's: a run killed before its manifest leaves its
-    # directory as it was, and the domain may be another run's by now (that run was held).
+    gone = _not_its_domain(run, domain_id)
+    if gone is not None:
+        raise ConfigError.single("--run", "run", f"the directory of a run still going on ({gone})", str(run))
+    return domain_id
+
+
+def _not_its_domain(run: Path, domain_id: int) -> str | None:
+    """Why ``domain_id`` is no longer the run's (None: it is). A run killed before its
+    manifest leaves its directory as it was, and the domain may be another run's by now
+    (an audit held an unrelated run that way)."""
     holder = domain_holder(domain_id)
     if holder is None:
-        raise ConfigError.single("--run", "run", f"the directory of a run still going on (no run holds its "
-                                 f"ROS_DOMAIN_ID={domain_id}: it was stopped before writing its {MANIFEST}; "
-                                 "`simforge salvage` keeps what it recorded)", str(run))
+        return (f"no run holds its ROS_DOMAIN_ID={domain_id}: it was stopped before writing its {MANIFEST}; "
+                "`simforge salvage` keeps what it recorded")
     if not holder.startswith(f"simforge run {run.resolve().name} "):
-        raise ConfigError.single("--run", "run", f"the directory of a run still going on (its ROS_DOMAIN_ID="
-                                 f"{domain_id} is now {holder}'s)", str(run))
-    return domain_id
+        return f"its ROS_DOMAIN_ID={domain_id} is now {holder}'s"
+    return None
 
 
 def _ended(domain_id: int, run: Path | None) -> str | None:
     """Why the run this call is for has ended meanwhile (None: not that we know). A call
     racing a run's end waited out --wait-s and then blamed the service."""
-    if run is not None and (run / MANIFEST).exists():
+    if run is None:
+        return None
+    if (run / MANIFEST).exists():
         return f"the run ended meanwhile (its {MANIFEST} is written)"
-    if run is not None and domain_holder(domain_id) is None:
-        return f"the run ended meanwhile (no run holds ROS_DOMAIN_ID={domain_id} any more)"
-    return None
+    gone = _not_its_domain(run, domain_id)
+    return None if gone is None else f"the run ended meanwhile ({gone})"
 
 
 def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> int:

@@ -147,8 +147,9 @@ def repeated_outcome(kept: RunDir, rerun: RunResult, recorded: bool = True,
 def _outcome(refusal: Mapping[str, Any] | None, steps: int, chain: str) -> str:
     """One line of a run's outcome; a run whose recorder chained nothing (it never began,
     or it was killed before its first record) has no chain to show."""
-    said = "counted" if refusal is None else f"refused:{refusal.get('code')} at step {refusal.get('step')}"
-    return f"{said}, {steps} steps, chain {chain[:16] or 'none'}"
+    from simforge_ros.record.diff_runs import ending
+
+    return f"{ending(refusal)}, {steps} steps, chain {chain[:16] or 'none'}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -220,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `simforge diff` of the same two runs named a step
         with contextlib.suppress(SimforgeError):
             diff, setup = compare_runs(kept, load_run(Path(result.run_dir)), force=True)
-        told_apart = upto is not None and diff is not None and diff.first in ("end", "messages")
+        told_apart = upto is not None and diff is not None and diff.first == "end"
         if diff is not None and not diff.identical and not told_apart:  # an interrupted run ends apart
             same, kept_record_differs = False, True
     if not same and diff is None:

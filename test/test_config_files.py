@@ -104,7 +104,8 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     ``plan`` says, each node with the parameter file and then the arguments given, in a
     file written with params_yaml (test_node_parameters.py reads one back through rcl)."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    assert "from simforge_ros.launch_plan import ARGS, LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV, plan" in source
+    assert "from simforge_ros.launch_plan import ARGS, plan" in source
+    assert "from simforge_ros.under_launch import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV" in source
     [declare] = _calls(source, "DeclareLaunchArgument")
     assert ast.unparse(declare) == "DeclareLaunchArgument(arg, default_value=item.default, description=item.doc)"
     assert "for arg, item in ARGS.items()" in source

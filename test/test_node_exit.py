@@ -92,3 +92,14 @@ def test_a_stretch_done_in_time_leaves_the_signal_and_the_callers_own_timer_as_t
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_participant_missing_a_module_exits_2_with_its_line():
+    """A start-up failure like a bad parameter: under launch, exit 2 ends the launch at once;
+    a missing torch exited 1 and the launch waited out the clock master's start-up limit."""
+    code = ("import sys\nfrom simforge_ros.nodes.common import run_participant\n"
+            "def build():\n    raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+            "sys.exit(run_participant(build, 'driver', ['driver']))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().endswith("driver: cannot start: No module named 'torch'")

@@ -3,6 +3,7 @@ merged under the command line's own choices."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -435,3 +436,37 @@ def test_a_float_too_small_for_rcl_to_read_back_is_refused():
         coerce("clock_master", "real_time_factor", 1e-320)
     assert coerce("clock_master", "real_time_factor", 0) == 0.0
     assert coerce("clock_master", "real_time_factor", 1e-300) == 1e-300
+
+
+def test_what_rcl_refuses_of_the_environment_is_not_blamed_on_the_file(tmp_path, monkeypatch):
+    """The file is asked of rcl on a context of its own: a bad ROS_DOMAIN_ID read
+    "file: ... got one it refuses: ROS_DOMAIN_ID is not an integral number", and an RMW not
+    installed ended the process with rcl's exit 102."""
+    path = tmp_path / "p.yaml"
+    path.write_text("clock_master:\n  ros__parameters: {seed: 4}\n")
+    monkeypatch.setenv("ROS_DOMAIN_ID", "abc")
+    assert read_params_file(path) == {"clock_master": {"seed": 4}}
+    monkeypatch.delenv("ROS_DOMAIN_ID")
+    monkeypatch.setenv("RMW_IMPLEMENTATION", "rmw_not_installed_cpp")
+    with pytest.raises(ConfigError, match="environment: RMW_IMPLEMENTATION: expected an RMW installed here"):
+        read_params_file(path)
+
+
+def test_values_rcl_reads_apart_from_yaml_1_1_edge_cases(tmp_path):
+    """From a review against a real node: a hex float past a double was a traceback (rcl: a
+    string); a key given twice, once quoted, was taken twice; rcl reads no tag but !!str."""
+    too_big = cli._parse_set(["clock_master.real_time_factor=0x1p1024"])
+    assert too_big == {"clock_master": {"real_time_factor": "0x1p1024"}}
+    path = tmp_path / "p.yaml"
+    path.write_text('clock_master:\n  ros__parameters:\n    "decision_us": 50000\n    decision_us: 100000\n')
+    with pytest.raises(ConfigError, match="found 'decision_us' twice in one mapping"):
+        read_params_file(path)
+    path.write_text("clock_master:\n  ros__parameters: {seed: !!float 3}\n")
+    assert read_params_file(path)["clock_master"]["seed"] == 3
+    path.write_text('clock_master:\n  ros__parameters: {seed: !!int "5"}\n')
+    with pytest.raises(ConfigError, match="expected a value of type int, got '5'"):
+        read_params_file(path)
+    from simforge_ros.core.yaml_file import rcl_scalar
+
+    assert rcl_scalar("0x1p-1074") == 5e-324 and rcl_scalar("1e-320") == "1e-320"  # exact subnormal or not
+    assert math.isnan(rcl_scalar("nan(12)"))

@@ -269,8 +269,9 @@ class CarlaBackend:
         try:
             world = load_town(client, opts.town, opts.timeout_ms / 1000.0) if opts.town else client.get_world()
         except Exception as err:  # noqa: BLE001 - a time-out, or a town the server does not have
+            limit_s = max(LOAD_TIMEOUT_S, opts.timeout_ms / 1000.0)
             raise ParticipantError(-1, f"carla: the server at {opts.host}:{opts.port} did not load town "
-                                       f"{opts.town!r} within {LOAD_TIMEOUT_S:g} s ({type(err).__name__}: {err}); "
+                                       f"{opts.town!r} (given {limit_s:g} s: {type(err).__name__}: {err}); "
                                        "`simforge carla-map` lists the towns it has") from None
         self._world, self._map = world, None
         self._version = f"carla {server} (client {mine}), {BACKEND_VERSION}"

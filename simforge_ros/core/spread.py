@@ -67,6 +67,7 @@ def _value(record: Mapping[str, object], path: str) -> float | None:
 
 
 _END: Mapping[str, object] = MappingProxyType({})  # past the end of a shorter run
+_CHAINS = ("digest", "frames_digest")  # a step record's chain digests
 
 
 def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
@@ -97,7 +98,8 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
         found = next((d for other in others if (d := step_difference(common, head, other, chains=False))), None)
         if found is not None:
             differing += 1
-        elif first is None:  # the same steps with other digests: an edited record, which diff names too
+        elif first is None and any(head.get(k) != other.get(k) for other in others for k in _CHAINS):
+            # the same step with other digests: an edited record, which diff names too
             found = next((d for other in others if (d := step_difference(common, head, other))), None)
         if found is not None and first is None:
             first, first_field = step_no, found.field

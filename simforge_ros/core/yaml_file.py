@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import re
 import sys
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +66,8 @@ _C_SPACE = "[ \t\n\v\f\r]*"  # what strtoll and strtod skip first
 _C_INT = re.compile(_C_SPACE + r"([+-]?)(?:0[xX]([0-9a-fA-F]+)|(0[0-7]*)|([1-9][0-9]*))")  # strtoll, base 0
 _C_DECIMAL = re.compile(_C_SPACE + r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _C_HEX = re.compile(_C_SPACE + r"[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?")
-_C_WORD = re.compile(_C_SPACE + r"[+-]?(?:inf|infinity|nan)", re.IGNORECASE)
+_C_WORD = re.compile(_C_SPACE + r"[+-]?(?:inf|infinity|nan(?:\([0-9A-Za-z_]*\))?)", re.IGNORECASE)
+_C_HEX_PARTS = re.compile(_C_SPACE + r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)(?:[pP]([+-]?[0-9]+))?")
 _YAML_WORDS = {f"{sign}.{word}": float(f"{sign or '+'}{word}") for sign in ("", "+", "-")
                for word in ("inf", "Inf", "INF")} | {f".{word}": math.nan for word in ("nan", "NaN", "NAN")}
 
@@ -89,20 +92,32 @@ def rcl_scalar(text: str) -> bool | int | float | str:
             return whole  # out of range: strtoll's ERANGE, and strtod's turn
     if text in _YAML_WORDS:
         return _YAML_WORDS[text]
-    if _C_DECIMAL.fullmatch(text) or _C_WORD.fullmatch(text):
-        value = float(text.strip(" \t\n\v\f\r"))
+    stripped = text.strip(" \t\n\v\f\r")
+    if _C_WORD.fullmatch(text):
+        return math.nan if "nan" in stripped.lower() else float(stripped)  # nan(12) is a NaN to strtod
+    if _C_DECIMAL.fullmatch(text):
+        value, exact = float(stripped), Fraction(Decimal(stripped))
     elif _C_HEX.fullmatch(text):
-        value = float.fromhex(text.strip(" \t\n\v\f\r"))
+        parts = _C_HEX_PARTS.fullmatch(text)
+        assert parts is not None  # _C_HEX matched
+        sign, ones, frac, power = parts.groups()
+        exact = Fraction(int(ones + frac or "0", 16), 16 ** len(frac)) * Fraction(2) ** int(power or 0)
+        exact = -exact if sign == "-" else exact
+        try:
+            value = float.fromhex(stripped)
+        except OverflowError:
+            return text  # strtod's ERANGE
     else:
         return text
-    spelled_inf = "inf" in text.lower()
-    if (math.isinf(value) and not spelled_inf) or (value != 0 and abs(value) < sys.float_info.min) or (
-            value == 0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0].split("p")[0].split("P")[0])):
-        return text  # strtod's ERANGE: beyond a double, or below its normal range
+    # strtod's ERANGE, and then a string: beyond a double, or below its normal range and
+    # not exactly a subnormal (glibc: 1e-320 is ERANGE, 0x1p-1074 is not)
+    if math.isinf(value) or (abs(value) < sys.float_info.min and Fraction(value) != exact):
+        return text
     return value
 
 
 _RCL_PLAIN = "tag:simforge,2026:rcl-plain"
+_STR = "tag:yaml.org,2002:str"
 
 
 class RclLoader(UniqueKeyLoader):
@@ -124,8 +139,21 @@ class RclLoader(UniqueKeyLoader):
             return _RCL_PLAIN
         return super().resolve(kind, value, implicit)
 
+    def construct_object(self, node: Any, deep: bool = False) -> Any:
+        # rcl reads no tag but !!str: `!!float 3` is the int 3 to it, `!!int "5"` the string
+        if isinstance(node, yaml.ScalarNode) and node.tag not in (_RCL_PLAIN, _STR):
+            return node.value if node.style in ("'", '"') else _construct_rcl_plain(self, node)
+        return super().construct_object(node, deep)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        super().construct_mapping(node, deep)  # a key given twice is refused there
+        seen: dict[str, yaml.Mark] = {}
+        for key, _ in node.value:  # by text, as rcl reads keys: "decision_us" and decision_us are one
+            if isinstance(key, yaml.ScalarNode):
+                first = seen.setdefault(key.value, key.start_mark)
+                if first is not key.start_mark:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"found {key.value!r} twice in one mapping (first on line {first.line + 1})",
+                        key.start_mark)
         return {key.value if isinstance(key, yaml.ScalarNode) else self.construct_object(key, deep=deep):
                 self.construct_object(value, deep=deep) for key, value in node.value}
 

@@ -306,6 +306,7 @@ class ClockMaster:
         self._failure_sub = self.node.create_subscription(
             String, topics.RECORDER_FAILURE, self._on_recorder_failure, LATCHED_QOS)
         self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
+        self._peers_watch_at = 0.0  # the next look at the bridge's and driver's, while a hold or a pace waits
         self._executor: Executor | None = None
         self._step = -1
         self._cycles_ns = array("q")  # wall_step_ns of every step, for the outcome's summary
@@ -586,9 +587,12 @@ class ClockMaster:
             raise Aborted(step, self.interrupt_detail)
         if self.config.record:
             self._watch_recorder(step)
-        for peer in (self._bridge, self._driver):
-            if peer.gone():
-                raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
+        now = time.monotonic()
+        if now >= self._peers_watch_at:  # as often as the recorder is looked at, not every spin of a pace
+            self._peers_watch_at = now + RECORDER_WATCH_S
+            for peer in (self._bridge, self._driver):
+                if peer.gone():
+                    raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
         self._executor.spin_once(timeout_sec=timeout_s)
 
     def wait_turn(self, request: StepRequest) -> None:

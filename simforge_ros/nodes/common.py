@@ -37,7 +37,6 @@ from simforge_ros.core.errors import (
     one_line,
 )
 from simforge_ros.core.units import resolve_period
-from simforge_ros.launch_plan import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as
 from simforge_ros.process_tuning import (
     TEARDOWN_CUT,
@@ -49,6 +48,7 @@ from simforge_ros.process_tuning import (
     unblock_held_signals,
     watch_launcher,
 )
+from simforge_ros.under_launch import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 
 _TYPES = {
     "int": Parameter.Type.INTEGER,
@@ -506,6 +506,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     def _interrupt_outlasted() -> bool:
         if interrupted_at and time.monotonic() - interrupted_at[0] >= LAUNCH_INTERRUPT_S:
             stop["signal"] = True
+            STOP.set()  # as a SIGTERM: a long piece of work in hand stops too
             return True
         return False
 
@@ -518,8 +519,11 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     try:
         try:
             shell = build()
-        except (ConfigError, Refusal) as err:
-            print(err if isinstance(err, ConfigError) else f"{node_name}: {err}", file=sys.stderr, flush=True)
+        except (ConfigError, Refusal, ImportError) as err:
+            # a module missing (torch for the planner) is a start-up failure like a bad
+            # parameter: exit 2 with its line, which ends a launch at once
+            said = f"{node_name}: cannot start: {err}" if isinstance(err, ImportError) else f"{node_name}: {err}"
+            print(err if isinstance(err, ConfigError) else said, file=sys.stderr, flush=True)
             # the half-built node's teardown can hang like any other (exit_if_stuck): the
             # problem is said, and `simforge run` waits for this exit status to name it
             exit_if_stuck(TEARDOWN_S, EXIT_USAGE)

@@ -88,12 +88,17 @@ def compare_runs(run_a: RunDir, run_b: RunDir,
     return steps, setup_differences(run_a.manifest, run_b.manifest)
 
 
-def outcome(manifest: Mapping[str, Any]) -> str:
-    """How a run ended, as `simforge rerun` says it: "counted" or "refused:CODE at step N"."""
-    refusal = manifest.get("refusal")
+def ending(refusal: object, status: object = "counted") -> str:
+    """How a run ended: "counted" (its ``status`` when it has no refusal) or "refused:CODE
+    at step N" (diff, spread and rerun say it so)."""
     if not isinstance(refusal, Mapping):
-        return str(manifest.get("status"))
+        return str(status)
     return f"refused:{refusal.get('code')} at step {refusal.get('step')}"
+
+
+def outcome(manifest: Mapping[str, Any]) -> str:
+    """How the run of ``manifest`` ended (ending)."""
+    return ending(manifest.get("refusal"), manifest.get("status"))
 
 
 def manifest_difference(a: Mapping[str, Any], b: Mapping[str, Any], steps: int) -> DiffResult | None:

@@ -104,7 +104,7 @@ def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
     else:
         lines.append(f"first difference at step {result.first_step} ({result.first_field}); "
                      f"{result.differing_steps} of {result.common} steps differ")
-        if result.first_field == "digest":
+        if result.first_field in ("digest", "frames_digest"):
             lines.append("every field of that step is the same but its stored digest: an edited record? "
                          "`simforge verify RUN` holds a run to its bag")
         spread_out = [s for s in (result.position, *result.fields) if s.step is not None]

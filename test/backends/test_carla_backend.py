@@ -495,7 +495,7 @@ def test_a_town_is_given_longer_to_load_than_a_call_and_a_failed_load_is_said_ap
     with pytest.raises(ParticipantError) as err:
         backend(cameras=(), town="Town10HD_Opt", timeout_ms=10_000).load(0)
     assert err.value.detail.startswith("carla: the server at localhost:2000 did not load town 'Town10HD_Opt' "
-                                       "within 120 s (RuntimeError: time-out of 120000ms")
+                                       "(given 120 s: RuntimeError: time-out of 120000ms")
 
 
 def test_scripted_actors_have_no_collision_to_push_the_ego_with(carla):

@@ -92,7 +92,6 @@ def test_ctrl_c_ends_a_held_run_as_aborted_at_the_step_it_holds(tmp_path, layout
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert rerun.stdout.splitlines()[-1] == (f"repeated bit for bit up to the interrupt: the {hold_at + 1} steps the "
                                              "kept run had done when it was stopped (a rerun runs no further)")
-    assert "hold_at_step" not in rerun.stdout
 
 
 @pytest.mark.parametrize(("sig", "sigint_ignored"), [(signal.SIGINT, False), (signal.SIGTERM, True)])

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from runs import simforge
 
-from simforge_ros.launch_plan import NODES, UNDER_LAUNCH_ENV, plan
+from simforge_ros.launch_plan import NODES, plan
 from simforge_ros.params import params_yaml
+from simforge_ros.under_launch import UNDER_LAUNCH_ENV
 
 pytestmark = pytest.mark.ros
 ROOT = Path(__file__).resolve().parents[2]

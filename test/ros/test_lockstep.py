@@ -354,7 +354,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--set", "sim_bridge.cameras=front"],
          "--set: sim_bridge.cameras: expected a list of camera names, like [front,chase], got 'front'"),
         (["run", "right_turn", "--set", "clock_master.real_time_factor=nan"],
-         "--set: clock_master.real_time_factor: expected a finite number, got 'nan'"),
+         "--set: clock_master.real_time_factor: expected a finite number, got nan"),
         (["run", "/nonexistent.yaml"], "SCENARIO: scenario: expected an existing scenario file (no such file) or "
                                        "one of handover_parked, red_signal, right_turn"),
         (["run", "right_turn", "--steps", "1", "--set", "sim_bridge.cameras=[]", "--out", ""],

@@ -61,6 +61,16 @@ def test_an_edited_parameter_file_does_not_repeat_and_says_where_and_why(tmp_pat
     assert text.stdout.rstrip().endswith("set up differently: seed (0 vs 1)")
 
 
+def test_the_reruns_own_pace_and_hold_are_no_setup_difference(tmp_path):
+    """A rerun is neither paced nor held unless asked: the kept run's real_time_factor and
+    hold_at_step were told as setup differences, settings no digest depends on."""
+    kept = lockstep(tmp_path / "runs", steps=10, layout="single", sets={"clock_master": {"real_time_factor": 20.0}})
+    params = Path(kept.run_dir) / "params.yaml"
+    params.write_text(params.read_text().replace("seed: 0", "seed: 1"))
+    code, out = _rerun(kept.run_dir, tmp_path)
+    assert code == 1 and out["diff"]["setup"] == [{"field": "seed", "a": 0, "b": 1}]
+
+
 def test_a_kept_run_whose_step_records_were_edited_did_not_repeat(tmp_path):
     """Its manifest's outcome and chain digest match the rerun; one of its step records does
     not: `rerun` said "repeated bit for bit" where `diff` of the same runs named the step."""
