@@ -88,11 +88,17 @@ def pedestrian_boxes(
     ]
 
 
+SIGNAL_HEAD_M = (3.0, 4.0, 0.7)
+"""A signal's lit head: from this height to this one, this wide, on a pole up to its bottom
+(the markers draw it where the cameras do)."""
+
+
 def signal_boxes(x: float, y: float, state: str) -> list[RenderBox]:
     """A grey pole with a lit head in the state's colour."""
+    bottom, top, side = SIGNAL_HEAD_M
     return [
-        solid_box(x, y, 0.0, 0.18, 0.18, 0.0, 3.0, (90, 90, 94)),
-        solid_box(x, y, 0.0, 0.7, 0.7, 3.0, 4.0, SIGNAL_RGB[state], shaded=False),
+        solid_box(x, y, 0.0, 0.18, 0.18, 0.0, bottom, (90, 90, 94)),
+        solid_box(x, y, 0.0, side, side, bottom, top, SIGNAL_RGB[state], shaded=False),
     ]
 
 

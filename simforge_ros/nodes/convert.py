@@ -22,7 +22,7 @@ from simforge_ros.core.values import (
     TrajectoryPoint,
     VehicleState,
 )
-from simforge_ros.engine.render import SIGNAL_RGB
+from simforge_ros.engine.render import SIGNAL_HEAD_M, SIGNAL_RGB
 from simforge_ros.msg import ActorState as ActorMsg
 from simforge_ros.msg import ContactEvent as ContactMsg
 from simforge_ros.msg import DriverAction as ActionMsg
@@ -192,9 +192,6 @@ def ground_truth_msg(step: int, truth: GroundTruth) -> TruthMsg:
     return msg
 
 
-SIGNAL_HEAD_M = (3.0, 0.6)  # a signal's marker: a sphere this high (centre) and this wide
-
-
 def markers_msg(truth: GroundTruth, map_frame: str) -> MarkerArray:
     """The actors as boxes (in the colours the cameras draw them) and the signals as spheres
     in the colour they show, in ``map_frame`` at the truth's exact time, for RViz or
@@ -204,8 +201,10 @@ def markers_msg(truth: GroundTruth, map_frame: str) -> MarkerArray:
     markers = []
     items = [("actors", k, Marker.CUBE, a.pose.x_m, a.pose.y_m, 0.5 * a.height_m, a.pose.yaw_rad,
               (a.length_m, a.width_m, a.height_m), a.color) for k, a in enumerate(truth.actors)]
-    height, width = SIGNAL_HEAD_M
-    items += [("signals", k, Marker.SPHERE, s.x_m, s.y_m, height, 0.0, (width, width, width),
+    # a signal's marker: a sphere as wide as its head, at the head's centre (it stood 0.5 m
+    # low, on the pole the cameras draw below the light)
+    bottom, top, width = SIGNAL_HEAD_M
+    items += [("signals", k, Marker.SPHERE, s.x_m, s.y_m, 0.5 * (bottom + top), 0.0, (width, width, width),
                SIGNAL_RGB.get(s.state, (128, 128, 128))) for k, s in enumerate(truth.signals)]  # as drawn
     for ns, k, shape, x, y, z, yaw, scale, rgb in items:
         m = Marker()

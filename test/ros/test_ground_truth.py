@@ -14,7 +14,7 @@ from runs import lockstep, manifest_of, steps_of
 from simforge_ros import topics
 from simforge_ros.engine import load_scenario
 from simforge_ros.engine.paths import PathReplay
-from simforge_ros.engine.render import SIGNAL_RGB
+from simforge_ros.engine.render import SIGNAL_RGB, signal_boxes
 from simforge_ros.engine.signals import signal_state
 from simforge_ros.record.bag import read_bag
 from simforge_ros.record.verify import verify_run
@@ -62,6 +62,11 @@ def test_a_run_with_ground_truth_records_the_world_of_each_step(tmp_path, layout
             assert m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec == item.t_ns
         for m, head in zip(drawn[len(msg.actors):], msg.signals, strict=True):
             assert (m.pose.position.x, m.pose.position.y) == (head.x_m, head.y_m)
+            # where the cameras draw the lit head, not 0.5 m lower on its pole (an audit's
+            # projection through /tf and CameraInfo landed on the grey pole)
+            lit = next(b for b in signal_boxes(head.x_m, head.y_m, head.state) if b.top_rgb == SIGNAL_RGB[head.state])
+            assert m.pose.position.z == pytest.approx(0.5 * (lit.z0_m + lit.z1_m))
+            assert m.scale.x == m.scale.y == m.scale.z == pytest.approx(lit.length_m)
             assert (round(m.color.r * 255), round(m.color.g * 255), round(m.color.b * 255)) == SIGNAL_RGB[head.state]
     assert len(moved) > len(scenario.actors)  # the actors are seen moving
     assert {k: v["messages"] for k, v in manifest_of(run)["ground_truth"].items()} == {
