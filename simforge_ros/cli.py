@@ -182,10 +182,12 @@ def _check_file_option(path: str, field: str, option: str, value: Any) -> None:
         ConfigError: an unknown driver policy or scenario.
     """
     from simforge_ros.engine import list_scenarios
+    from simforge_ros.engine.catalog import names_a_file
 
     if option == "driver" and value not in DRIVERS:
         raise ConfigError.single(path, field, f"one of {', '.join(DRIVERS)}", value)
-    if option == "scenario" and value not in list_scenarios() and not Path(str(value)).is_file():
+    if option == "scenario" and not (Path(str(value)).is_file() if names_a_file(str(value))
+                                     else value in list_scenarios()):
         raise ConfigError.single(path, field, f"one of {', '.join(list_scenarios())} or an existing scenario "
                                  "file", value)
 
@@ -219,6 +221,7 @@ def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]
 
 def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
+    from simforge_ros.engine.catalog import names_a_file
     from simforge_ros.runner import RunSpec, new_run_id, node_params, run
 
     given = [option for option, value in (("scenario", args.scenario), ("driver", args.driver)) if value is not None]
@@ -227,12 +230,15 @@ def _run(args: argparse.Namespace) -> int:
     if scenario is None:
         raise ConfigError.single("SCENARIO", "scenario", "a scenario name or file (or sim_bridge.scenario in "
                                  "--params-file)", None)
-    if scenario not in list_scenarios() and not Path(scenario).is_file():
-        known = f"one of {', '.join(list_scenarios())} or a scenario file"
-        if "/" in scenario or Path(scenario).suffix in (".yaml", ".yml"):  # meant as a file: say why it is none
-            why = "is a directory" if Path(scenario).is_dir() else "no such file"
-            known = f"an existing scenario file ({why}) or one of {', '.join(list_scenarios())}"
-        raise ConfigError.single("SCENARIO", "scenario", known, scenario)
+    as_file = names_a_file(scenario)  # else a shipped scenario's name, whatever the working directory holds
+    if as_file and not Path(scenario).is_file():  # meant as a file: say why it is none
+        where = Path(scenario)
+        why = "is a directory" if where.is_dir() else "not a regular file" if where.exists() else "no such file"
+        raise ConfigError.single("SCENARIO", "scenario", f"an existing scenario file ({why}) or one of "
+                                 f"{', '.join(list_scenarios())}", scenario)
+    if not as_file and scenario not in list_scenarios():
+        raise ConfigError.single("SCENARIO", "scenario", f"one of {', '.join(list_scenarios())} or a scenario "
+                                 "file (a path ending in .yaml, or with a directory part)", scenario)
     if args.seed is not None and not 0 <= args.seed <= INT64[1]:
         raise ConfigError.single("--seed", "seed", f"an integer in [0, {INT64[1]}]", args.seed)
     if args.steps is not None and not 0 <= args.steps <= INT64[1]:
@@ -271,7 +277,7 @@ def _run(args: argparse.Namespace) -> int:
 
     def spec_of(run_id: str) -> RunSpec:
         return RunSpec(
-            scenario=str(Path(scenario).resolve()) if Path(scenario).is_file() else scenario,
+            scenario=str(Path(scenario).resolve()) if as_file else scenario,
             out_dir=(out_root / run_id).resolve(), run_id=run_id, driver=driver, seed=seed,
             steps=steps, latency_us=latency_us, layout=args.layout, sets=sets,
             faults=tuple(file_faults + [f for f in args.inject if f not in file_faults]), record=record,

@@ -116,3 +116,21 @@ def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):
         assert info.value.code == 2
         err = capsys.readouterr().err
         assert err.startswith(usage) and said in err, err
+
+
+def test_a_scenario_is_a_file_only_when_its_argument_says_so(tmp_path, monkeypatch, capsys):
+    """A file named like a scenario in the working directory ran in place of it (a copy
+    of another scenario saved as `right_turn` ran under that name); a FIFO was 'no such
+    file'. A file is a path ending in .yaml or with a directory part, as `render` reads it."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_scene").write_text("schema: 1\n")
+    assert cli.main(["run", "my_scene", "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith("or a scenario file (a path ending in .yaml, or with a directory part), "
+                                 "got 'my_scene'")
+    os.mkfifo(tmp_path / "pipe.yaml")
+    assert cli.main(["run", "pipe.yaml", "--out", str(tmp_path / "runs")]) == 2
+    assert "expected an existing scenario file (not a regular file)" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

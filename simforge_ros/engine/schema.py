@@ -33,6 +33,9 @@ from simforge_ros.engine.scenario import (
     VehicleParams,
 )
 
+MAX_LANES = 16
+"""The most lanes a road may have (the renderer draws each one's marks)."""
+
 SCHEMA_VERSION = 1
 MIN_DURATION_US = 15_000_000
 HEADING_TOLERANCE_RAD = 0.6
@@ -84,9 +87,10 @@ class _Reader:
             raise self.fail(field, f"integer microseconds in [{low}, {MAX_TIME_US}]", value)
         return value
 
-    def integer(self, value: Any, field: str, low: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise self.fail(field, f"an integer >= {low}", value)
+    def integer(self, value: Any, field: str, low: int, high: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            raise self.fail(field, f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]",
+                            value)
         return value
 
     def number(self, value: Any, field: str, low: float | None = None, positive: bool = False) -> float:
@@ -160,6 +164,9 @@ def _vehicle(r: _Reader, raw: Any) -> VehicleParams:
     if "color" in m:
         kwargs["color"] = r.color(m["color"], "ego.vehicle.color")
     params = VehicleParams(**kwargs)
+    if params.max_steer_rad >= math.pi / 2:  # tan() turns over past it: a left command would turn right
+        raise r.fail("ego.vehicle.max_steer_rad", "a number of radians < pi/2 (1.5708): 35 is degrees",
+                     params.max_steer_rad)
     if params.rear_overhang_m >= params.length_m:
         raise r.fail(
             "ego.vehicle.rear_overhang_m", f"less than length_m {params.length_m}", params.rear_overhang_m
@@ -224,7 +231,8 @@ def _roads(r: _Reader, raw: Any) -> tuple[Road, ...]:
                 r.text(m["id"], f"{f}.id", ident=True),
                 pts,
                 r.number(m["width_m"], f"{f}.width_m", positive=True),
-                r.integer(m.get("lanes", 2), f"{f}.lanes", 1),
+                # each lane's marks are drawn per pixel row: 10^9 lanes hung run and render
+                r.integer(m.get("lanes", 2), f"{f}.lanes", 1, MAX_LANES),
                 r.number(m.get("sidewalk_m", 2.5), f"{f}.sidewalk_m", low=0.0),
             )
         )

@@ -260,3 +260,35 @@ def test_a_scene_at_the_bounds_loads_and_draws(write_doc, minimal_doc):
     engine.advance(0.0, 1.0, 5)
     frame = engine.render(engine.cameras[0], engine.t_us)
     assert frame.pixels.shape == (36, 64, 3) and frame.pixels.std() > 0  # the road and sky drawn, not blank
+
+
+def test_values_an_audit_found_accepted_and_harmful_are_refused(write_doc, minimal_doc):
+    """lanes: 10^9 hung `simforge run` and `render` (marks drawn per lane); a max_steer_rad
+    of 35 (degrees) turned a left command into a right turn (tan past pi/2)."""
+    doc = minimal_doc()
+    doc["roads"][0]["lanes"] = 1_000_000_000
+    err = _refused(write_doc, doc)
+    assert (err.field, err.expected) == ("roads[0].lanes", "an integer in [1, 16]")
+    doc = minimal_doc()
+    doc["ego"]["vehicle"] = {"max_steer_rad": 35}
+    assert _refused(write_doc, doc).field == "ego.vehicle.max_steer_rad"
+
+
+@pytest.mark.parametrize(("written", "field"), [("0300", "actors[0].path[1].t_us"),
+                                                ("1:40:00", "actors[0].path[1].t_us")])
+def test_yaml_1_1_octal_and_base_60_are_no_integers(write_doc, minimal_doc, written, field):
+    """PyYAML read t_us: 0300 as 192 and 1:40:00 as 6000, silently."""
+    text = write_doc(minimal_doc()).read_text().replace("t_us: 1000000", f"t_us: {written}")
+    assert f"t_us: {written}" in text
+    err = _refused(write_doc, text)
+    assert err.field == field and err.got == written
+    assert load_scenario(write_doc(text.replace(f"t_us: {written}", "t_us: 1_000_000"))).actors[0].path[1].t_us \
+        == 1_000_000
+
+
+def test_a_scenario_file_past_16_mib_is_refused_before_it_is_read(write_doc, minimal_doc):
+    path = write_doc(minimal_doc())
+    with path.open("a") as out:
+        out.write("#" * (16 << 20) + "\n")
+    with pytest.raises(ScenarioError, match="expected a scenario file of at most 16 MiB"):
+        load_scenario(path)
