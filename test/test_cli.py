@@ -130,7 +130,17 @@ def test_a_scenario_is_a_file_only_when_its_argument_says_so(tmp_path, monkeypat
     err = capsys.readouterr().err
     assert err.rstrip().endswith("or a scenario file (a path ending in .yaml, or with a directory part), "
                                  "got 'my_scene'")
+    # ./NAME is a file, as the docs write it (pathlib drops the ./): refused here for its content,
+    # not as an unknown name, and ./right_turn is not the shipped right_turn
+    assert cli.main(["run", "./my_scene", "--out", str(tmp_path / "runs")]) == 2
+    assert "my_scene" in capsys.readouterr().err
+    from simforge_ros.engine import ScenarioError, load_scenario
+
+    (tmp_path / "right_turn").write_text("schema: 1\n")
+    with pytest.raises(ScenarioError):
+        load_scenario("./right_turn")  # the local file, which is no scenario
+    assert load_scenario("right_turn").path.name == "right_turn.yaml"  # the shipped one by name
     os.mkfifo(tmp_path / "pipe.yaml")
     assert cli.main(["run", "pipe.yaml", "--out", str(tmp_path / "runs")]) == 2
     assert "expected an existing scenario file (not a regular file)" in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists()
+    assert not list(tmp_path.glob("runs/*"))  # no run was started

@@ -6,6 +6,7 @@ A name resolves to ``<dir>/<name>.yaml`` in the first of ``scenario_dirs()`` tha
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -23,29 +24,46 @@ class _Loader(UniqueKeyLoader):
     refusing a key given twice (the last one was kept silently)."""
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"),
-)
-# Integers as YAML 1.2 reads them: YAML 1.1's octal (0300 read as 192) and base 60 (1:40:00
-# read as 6000) are no integers here; digits with underscores (9_000_000) are, as the docs
-# write times.
-_INT12 = "tag:simforge,2026:int"
-for _first, _resolvers in _Loader.yaml_implicit_resolvers.items():
-    _resolvers[:] = [(tag, regexp) for tag, regexp in _resolvers if tag != "tag:yaml.org,2002:int"]
-_Loader.add_implicit_resolver(_INT12, re.compile(r"^[-+]?(0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$"), list("-+0123456789"))
-_Loader.add_constructor(_INT12, lambda _loader, node: int(node.value.replace("_", ""), 0))
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9][0-9_]*(\.[0-9_]*)?)[eE][-+]?[0-9]+$")
+# Integers are decimal digits (underscores allowed: the docs write 9_000_000) or 0x hex:
+# YAML 1.1's octal (0300, read as 192) and base 60 (1:40:00, read as 6000; 0:7.0 as the
+# float 7.0) are no numbers here, and are refused where a number is expected.
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_INT_FORM = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0x[0-9a-fA-F][0-9a-fA-F_]*)$")
+_FLOAT_FORM = re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?
+                    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                    |[-+]?\.(?:inf|Inf|INF)
+                    |\.(?:nan|NaN|NAN))$""", re.X)
+# a dict and lists of _Loader's own: the inherited ones are every other loader's too
+_Loader.yaml_implicit_resolvers = {first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_INT, _FLOAT)]
+                                   for first, resolvers in UniqueKeyLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(_INT, _INT_FORM, list("-+0123456789"))
+_Loader.add_implicit_resolver(_FLOAT, _FLOAT_FORM, list("-+0123456789."))
+_Loader.add_implicit_resolver(_FLOAT, _EXPONENT_FLOAT, list("-+.0123456789"))
+
+
+def _construct_int(loader: _Loader, node: yaml.ScalarNode) -> int:
+    """An integer in the forms above (an explicit !!int too: `!!int 020` was 16)."""
+    text = loader.construct_scalar(node)
+    if not _INT_FORM.match(text):
+        raise yaml.constructor.ConstructorError(None, None, f"an integer (decimal digits or 0x hex), got {text!r}",
+                                                node.start_mark)
+    return int(text.replace("_", ""), 0)
+
+
+_Loader.add_constructor(_INT, _construct_int)
 
 MAX_FILE_BYTES = 16 << 20
 """The largest scenario file read (a 19 MB one, 300 000 path samples, took 2 GB and minutes)."""
 
 
 def names_a_file(text: str) -> bool:
-    """Whether a scenario argument names a file (ending in .yaml or .yml, or with a directory
-    part), else a shipped scenario by name: a file named ``right_turn`` in the working
-    directory was run in place of the shipped right_turn."""
-    path = Path(text)
-    return path.suffix in (".yaml", ".yml") or len(path.parts) > 1
+    """Whether a scenario argument names a file (ending in .yaml or .yml, or with a slash:
+    ``./my_scene``), else a shipped scenario by name: a file named ``right_turn`` in the
+    working directory was run in place of the shipped right_turn. The text, not a Path:
+    pathlib drops a leading ``./``."""
+    return text.endswith((".yaml", ".yml")) or os.sep in text or bool(os.altsep and os.altsep in text)
 
 
 def scenario_dirs() -> list[Path]:

@@ -275,7 +275,8 @@ def test_values_an_audit_found_accepted_and_harmful_are_refused(write_doc, minim
 
 
 @pytest.mark.parametrize(("written", "field"), [("0300", "actors[0].path[1].t_us"),
-                                                ("1:40:00", "actors[0].path[1].t_us")])
+                                                ("1:40:00", "actors[0].path[1].t_us"),
+                                                ("0x_", "actors[0].path[1].t_us")])
 def test_yaml_1_1_octal_and_base_60_are_no_integers(write_doc, minimal_doc, written, field):
     """PyYAML read t_us: 0300 as 192 and 1:40:00 as 6000, silently."""
     text = write_doc(minimal_doc()).read_text().replace("t_us: 1000000", f"t_us: {written}")
@@ -292,3 +293,12 @@ def test_a_scenario_file_past_16_mib_is_refused_before_it_is_read(write_doc, min
         out.write("#" * (16 << 20) + "\n")
     with pytest.raises(ScenarioError, match="expected a scenario file of at most 16 MiB"):
         load_scenario(path)
+
+
+def test_base_60_floats_and_tagged_octal_are_no_numbers_either(write_doc, minimal_doc):
+    """0:7.0 read as the float 7.0, and `!!int 020` as 16."""
+    text = write_doc(minimal_doc()).read_text()
+    err = _refused(write_doc, text.replace("width_m: 7.0", "width_m: 0:7.0"))
+    assert (err.field, err.got) == ("roads[0].width_m", "0:7.0")
+    with pytest.raises(ScenarioError, match=r"an integer \(decimal digits or 0x hex\), got '020'"):
+        load_scenario(write_doc(text.replace("t_us: 1000000", "t_us: !!int 020")))
