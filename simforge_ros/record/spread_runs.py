@@ -67,15 +67,15 @@ def _contacts(runs: Sequence[RunDir]) -> list[object]:
     return [(run.manifest.get("contacts") or {}).get("total") for run in runs]
 
 
-def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
-    apart = apart_from_steps(runs, result)
+def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str]) -> dict[str, Any]:
+    """The --json form; ``apart`` is apart_from_steps(runs, result)."""
     return {
         "runs": [run.manifest["run_id"] for run in runs],
         "lengths": list(result.lengths),
         "outcomes": [outcome(run.manifest) for run in runs],
         "common_steps": result.common,
         "identical": result.identical and not apart,
-        "apart": apart,
+        "apart": list(apart),
         "first_step": result.first_step,
         "first_field": result.first_field,
         "differing_steps": result.differing_steps,
@@ -87,11 +87,10 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult) -> dict[str, Any]:
     }
 
 
-def describe(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
-    """The lines `simforge spread` prints."""
+def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str]) -> list[str]:
+    """The lines `simforge spread` prints; ``apart`` is apart_from_steps(runs, result)."""
     lengths = "" if len(set(result.lengths)) == 1 else f" (recorded: {', '.join(map(str, result.lengths))})"
     lines = [f"{result.runs} runs of {runs[0].manifest['scenario']}, {result.common} steps in common{lengths}"]
-    apart = apart_from_steps(runs, result)
     if apart:
         lines.append("the common steps are the same in every run" + ("" if result.identical else
                                                                        ", and the runs' lengths differ"))
@@ -152,11 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for run in runs:  # spread reads steps.jsonl: a manifest at odds with it is another story, told apart
         if (said := chain_disagreement(run)) is not None:
             say("spread", f"note: {said}")
+    apart = apart_from_steps(runs, result)  # manifests compared once, for the output and the exit status
     if args.json:
-        print(json.dumps(to_json(runs, result), sort_keys=True))
+        print(json.dumps(to_json(runs, result, apart), sort_keys=True))
     else:
-        print("\n".join(describe(runs, result)))
-    return 0 if result.identical and not apart_from_steps(runs, result) else EXIT_FAILURE
+        print("\n".join(describe(runs, result, apart)))
+    return 0 if result.identical and not apart else EXIT_FAILURE
 
 
 if __name__ == "__main__":
