@@ -67,8 +67,9 @@ def _contacts(runs: Sequence[RunDir]) -> list[object]:
     return [(run.manifest.get("contacts") or {}).get("total") for run in runs]
 
 
-def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str]) -> dict[str, Any]:
-    """The --json form; ``apart`` is apart_from_steps(runs, result)."""
+def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] | None = None) -> dict[str, Any]:
+    """The --json form; ``apart`` is apart_from_steps(runs, result), found here when not given."""
+    apart = apart_from_steps(runs, result) if apart is None else apart
     return {
         "runs": [run.manifest["run_id"] for run in runs],
         "lengths": list(result.lengths),
@@ -87,8 +88,10 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str]) 
     }
 
 
-def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str]) -> list[str]:
-    """The lines `simforge spread` prints; ``apart`` is apart_from_steps(runs, result)."""
+def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] | None = None) -> list[str]:
+    """The lines `simforge spread` prints; ``apart`` is apart_from_steps(runs, result), found
+    here when not given."""
+    apart = apart_from_steps(runs, result) if apart is None else apart
     lengths = "" if len(set(result.lengths)) == 1 else f" (recorded: {', '.join(map(str, result.lengths))})"
     lines = [f"{result.runs} runs of {runs[0].manifest['scenario']}, {result.common} steps in common{lengths}"]
     if apart:
