@@ -452,7 +452,12 @@ class ClockMaster:
             _cancel(f for f in sent if f is not future)
         response: Any = future.result()
         if hasattr(response, "pid"):  # Step and Decide answers name their process
-            peer.note_answer(response.pid, response.host, step)
+            try:
+                peer.note_answer(response.pid, response.host, step)
+            except ParticipantLost:
+                # two servers say more than "another process answered": name them when the graph knows
+                self._check_one_server(peer, step, force=True)
+                raise
             self._check_one_server(peer, step, force=first)
         return response
 

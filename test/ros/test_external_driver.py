@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -219,13 +220,20 @@ def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatc
     hear of the second after step 0)."""
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
-        with external_driver(lease.env, tmp_path / "one.log"), \
-                external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)):
+        with external_driver(lease.env, tmp_path / "one.log") as one, \
+                external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)) as two:
             _wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
             result = lockstep(tmp_path, steps=100, layout="single", driver="external",
                               sets={"clock_master": {"real_time_factor": 1.0}})
     assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
-    assert result.refusal["detail"].startswith(
+    detail = result.refusal["detail"]
+    if detail.startswith("driver answered step"):
+        # the slower one won a race (a loaded machine) while the clock master's graph had not
+        # yet heard of its service (it is asked again then): the answers' pids name both
+        assert {int(p) for p in re.findall(r"pid (\d+)", detail)} == {one.pid, two.pid}, detail
+        assert detail.endswith("it restarted, or two nodes serve /simforge/decide"), detail
+        return
+    assert detail.startswith(
         "2 nodes serve /simforge/decide (/external_driver, /external_driver): whichever answers first would be "
         "taken; one driver per run"), result.refusal
     assert manifest_of(result)["participants"]["driver"]["node"] == "/external_driver, /external_driver"
