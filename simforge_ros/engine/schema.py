@@ -371,16 +371,24 @@ def build_scenario(doc: Any, path: Path, source: bytes, source_sha256: str) -> S
     ego = _ego(r, m["ego"])
     actors = _actors(r, m.get("actors", []))
     signals = _signals(r, m.get("signals", []))
+    roads = _roads(r, m.get("roads", []))
+    junctions = _junctions(r, m.get("junctions", []))
+    crosswalks = _crosswalks(r, m.get("crosswalks", []))
     _unique(r, actors, "actors", reserved=("ego",))
     _unique(r, signals, "signals")
+    # roads, junctions and crosswalks are drawn, not named in any message: an id names a
+    # feature to whoever reads the file and its errors, so two of one list may not share one
+    _unique(r, roads, "roads")
+    _unique(r, junctions, "junctions")
+    _unique(r, crosswalks, "crosswalks")
     return Scenario(
         name=r.text(m["name"], "name", ident=True),
         description=r.text(m.get("description", ""), "description"),
         duration_us=duration_us,
         ego=ego,
-        roads=_roads(r, m.get("roads", [])),
-        junctions=_junctions(r, m.get("junctions", [])),
-        crosswalks=_crosswalks(r, m.get("crosswalks", [])),
+        roads=roads,
+        junctions=junctions,
+        crosswalks=crosswalks,
         signals=signals,
         actors=actors,
         handover=_handover(r, m["handover"], ego, duration_us) if "handover" in m else None,

@@ -179,6 +179,20 @@ def test_ids_unique_and_ego_reserved(write_doc, minimal_doc):
     assert _refused(write_doc, doc).field == "actors[1].id"
 
 
+@pytest.mark.parametrize("field, item", [
+    ("roads", {"id": "main", "points": [[0.0, 0.0], [10.0, 0.0]], "width_m": 7.0}),
+    ("junctions", {"id": "centre", "x_m": 0.0, "y_m": 0.0, "radius_m": 7.5}),
+    ("crosswalks", {"id": "walk", "a": [0.0, -5.0], "b": [0.0, 5.0]}),
+])
+def test_feature_ids_unique_within_their_list(write_doc, minimal_doc, field, item):
+    doc = minimal_doc()
+    doc[field] = [item, dict(item)]
+    err = _refused(write_doc, doc)
+    assert (err.field, err.got) == (f"{field}[1].id", item["id"])
+    doc[field] = [item, dict(item, id="other")]  # distinct ids load
+    assert len(getattr(load_scenario(write_doc(doc)), field)) == 2
+
+
 def test_signal_state_checked(write_doc, minimal_doc):
     doc = minimal_doc()
     doc["signals"] = [
