@@ -273,9 +273,9 @@ def test_a_stop_signal_ends_the_whole_bench_and_kills_its_processes(tmp_path, si
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    for _ in range(200):
-        if pid_file.exists() and pid_file.read_text():
-            break
+    wall_deadline = time.monotonic() + 60  # a loaded machine may take seconds to import the bench
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert proc.poll() is None and time.monotonic() < wall_deadline, proc.communicate()
         time.sleep(0.05)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=30)
@@ -364,9 +364,12 @@ def test_a_transport_peer_that_will_not_leave_is_terminated_then_killed():
     from simforge_ros.benchmarks.transport import _end_peer
 
     stubborn = subprocess.Popen(
-        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
-    time.sleep(0.5)  # its SIGTERM handler is in place
+        [sys.executable, "-c",
+         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+         "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    assert stubborn.stdout is not None and stubborn.stdout.readline() == "ready\n"  # its SIGTERM handler is in place
     _end_peer(stubborn, grace_s=0.5)
+    stubborn.stdout.close()
     assert stubborn.returncode == -9  # SIGTERM ignored, SIGKILL ended it
 
 

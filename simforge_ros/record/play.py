@@ -383,8 +383,9 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
     stop_on_sigterm()
     rclpy.init(args=None)
-    player = Player(chosen, latched)
+    player: Player | None = None
     try:
+        player = Player(chosen, latched)  # a stop signal from here on ends it as "interrupted"
         absent = player.wait_for_readers(args.wait_for_reader, args.wait_s)
         if absent:
             print(f"simforge play: no reader on {', '.join(absent)} within {args.wait_s:g} s", file=sys.stderr)
@@ -401,7 +402,8 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
         say("play", err)
         return EXIT_USAGE if isinstance(err, BagError) else EXIT_FAILURE
     finally:
-        player.node.destroy_node()
+        if player is not None:
+            player.node.destroy_node()
         rclpy.try_shutdown()
     total = sum(played.counts.values())
     print(f"played {total} messages on {len(played.counts)} topics: {played.sim_ns / 1e9:g} s of simulation time "

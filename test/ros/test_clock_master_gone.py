@@ -37,7 +37,7 @@ def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tm
     try:
         time.sleep(3.0)
         assert participant.poll() is None  # the status writer is there: the run goes on
-        writer_out, _ = writer.communicate(timeout=30)
+        writer_out, _ = writer.communicate(timeout=60)
         assert writer.returncode == 0 and "status writer gone" in writer_out, writer_out
         left = time.monotonic()
         out, _ = participant.communicate(timeout=30)

@@ -194,10 +194,11 @@ def test_a_recorder_told_to_await_the_drivers_parameters_does_not_start_the_run_
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "driver.log"):
+            _wait_for_nodes(lease.domain_id, "external_driver", 1)  # Finish is the one service missing
             result = lockstep(tmp_path, steps=5, layout="processes", driver="external",
-                              sets={"recorder": {"await_driver": True}, "clock_master": {"startup_timeout_ms": 4000}})
+                              sets={"recorder": {"await_driver": True}, "clock_master": {"startup_timeout_ms": 10000}})
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_timeout", -1)
-    assert "recorder service /simforge/finish did not appear within 4 s" in result.refusal["detail"]
+    assert "recorder service /simforge/finish did not appear within 10 s" in result.refusal["detail"]
     log = (Path(result.run_dir) / "logs" / "recorder.log").read_text()
     assert ("Finish is not offered until the parameters of driver have come on /simforge/node_params "
             "(recorder.await_driver is true: an external driver publishes none)") in log
@@ -250,18 +251,25 @@ def test_a_second_driver_that_never_answers_first_is_refused_once_it_serves(tmp_
         def start_the_second(k: int, _total: int) -> None:
             if k == 3 and not started:
                 started.append(later.enter_context(external_driver(lease.env, tmp_path / "two.log", slow)).pid)
+                # on a loaded machine its start-up may outlast the run: it serves before step 4
+                _wait_for_nodes(lease.domain_id, "external_driver", 2)
 
-        with external_driver(lease.env, tmp_path / "one.log"):
+        with external_driver(lease.env, tmp_path / "one.log") as one:
             result = lockstep(tmp_path, steps=100, layout="single", driver="external", on_step=start_the_second,
                               sets={"clock_master": {"real_time_factor": 1.0}})
     assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
     assert result.refusal["step"] > 3
-    assert result.refusal["detail"].startswith("2 nodes serve /simforge/decide (")
+    detail = result.refusal["detail"]
+    if detail.startswith("driver answered step"):  # it won a race before the graph counted it
+        assert {int(p) for p in re.findall(r"pid (\d+)", detail)} == {one.pid, *started}, detail
+        assert detail.endswith("it restarted, or two nodes serve /simforge/decide"), detail
+    else:
+        assert detail.startswith("2 nodes serve /simforge/decide ("), detail
 
 
 def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):
     result = lockstep(tmp_path, steps=5, layout="single", driver="external",
-                      sets={"clock_master": {"startup_timeout_ms": 2000}})
+                      sets={"clock_master": {"startup_timeout_ms": 5000}})
     assert result.refusal is not None and result.refusal["code"] == "participant_timeout"
     assert "/simforge/decide" in result.refusal["detail"]
     # nothing answered: the manifest says so rather than naming a process

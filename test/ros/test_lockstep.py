@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 import time
 import warnings
 from pathlib import Path
@@ -148,9 +149,9 @@ def test_a_hung_participant_is_refused_with_participant_timeout(tmp_path):
 
 def test_step_0_may_take_as_long_as_start_up_later_steps_only_the_participant_timeout(tmp_path):
     result = lockstep(tmp_path, steps=20, layout="processes", faults=("stall=driver@0",),
-                      sets={"clock_master": {"participant_timeout_ms": 500, "startup_timeout_ms": 8000}})
-    assert _refusal(result) == ("participant_timeout", 0)
-    assert "within 8 s" in result.refusal["detail"]  # not 0.5 s
+                      sets={"clock_master": {"participant_timeout_ms": 500, "startup_timeout_ms": 15000}})
+    assert _refusal(result) == ("participant_timeout", 0)  # started within 15 s, even on a loaded machine
+    assert "within 15 s" in result.refusal["detail"]  # not 0.5 s
 
 
 def test_a_killed_driver_is_named_participant_lost_and_leaves_no_process(tmp_path):
@@ -242,7 +243,8 @@ def test_wall_clock_jitter_changes_nothing_in_the_digest(tmp_path):
     assert jittery.chain_digest == calm.chain_digest
     calm_wall = [s["wall"]["wall_step_ns"] for s in steps_of(calm)]
     jitter_wall = [s["wall"]["wall_step_ns"] for s in steps_of(jittery)]
-    assert sum(jitter_wall) > sum(calm_wall)  # it did take longer
+    # it did take longer: steps after 0 (a reset, whose time a loaded machine varies by more)
+    assert statistics.median(jitter_wall[1:]) > statistics.median(calm_wall[1:])
 
 
 def test_latency_runs_repeat_and_differ_from_no_latency(tmp_path):

@@ -180,9 +180,14 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
     """What a user without ros2cli (the PyPI wheels) types instead of `ros2 service call`."""
     with lease_domain(tmp_path / "lease") as lease:
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
-        # paced: after the resume the run lasts 4 s, for the --step that finds it not held
-        with _simforge_run("right_turn", "--steps", "40", "--real-time-factor", "1", "--json",
+        # paced: after the resume the run lasts 10 s, for the --step that finds it not held
+        # (a fresh simforge process on a loaded machine may take seconds to find the service)
+        with _simforge_run("right_turn", "--steps", "100", "--real-time-factor", "1", "--json",
                            "--out", str(tmp_path / "runs"), "--hold-at-step", "0", env=env) as run:
+            wall_deadline = time.monotonic() + 60
+            while _recorded(tmp_path / "runs") < 1:  # held after step 0 (a hold flushes what was recorded)
+                assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+                time.sleep(0.05)
             held = _simforge("pause", "--wait-s", "60", env=env)
             assert (held.returncode, held.stdout.strip()) == (0, "paused before step 1"), held.stderr
             stepped = _simforge("pause", "--step", "--wait-s", "60", env=env)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -129,9 +130,9 @@ def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, 
     """/tf and /tf_static are every tf2 node's: a user's stack in the run's domain publishes
     there too, stamped with its own clock. Only the bridge's messages are recorded: the bag
     and manifest are those of a run without that stack, and every message is logged at sim
-    time. The steps are slowed (up to 50 ms of wall-clock jitter each, which no digest sees)
-    so that discovery has matched the stack's writers to the recorder: in a fast 20-step
-    `processes` run it did so in 1 of 5 tries; the warning in the logs shows it did."""
+    time. The run is paced at real time (6 s, which no digest sees) so that discovery has
+    matched the stack's writers to the recorder: in a fast 20-step `processes` run it did so
+    in 1 of 5 tries; the warning in the logs shows it did."""
     import subprocess
     import sys
 
@@ -143,8 +144,8 @@ def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, 
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         stack = subprocess.Popen([sys.executable, str(script), "--seconds", "60"], env=dict(lease.env))
         try:
-            time.sleep(1.0)  # its /tf_static is out, latched, before the run starts
-            run = lockstep(tmp_path, steps=60, layout=layout, sets=sets, faults=("jitter=50",))
+            _wait_for_node(lease.domain_id, "users_stack", stack)  # its /tf_static is out, latched
+            run = lockstep(tmp_path, steps=60, layout=layout, sets={**sets, "clock_master": {"real_time_factor": 1.0}})
             assert stack.poll() is None, "the user's stack should still be running"
         finally:
             stack.kill()
@@ -163,3 +164,20 @@ def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, 
     for topic in (topics.TF, topics.TF_STATIC):  # the stack's messages came, and were left out
         assert f"{topic}: a message with other transforms than the bridge's" in said
     assert verify_run(Path(run.run_dir)).ok
+
+
+def _wait_for_node(domain_id: int, name: str, proc: Any, limit_s: float = 60.0) -> None:
+    import rclpy
+    from rclpy.node import Node
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    try:
+        probe = Node("graph_probe", context=context)
+        wall_deadline = time.monotonic() + limit_s
+        while name not in (n for n, _ns in probe.get_node_names_and_namespaces()):
+            assert proc.poll() is None and time.monotonic() < wall_deadline, f"no {name} node"
+            time.sleep(0.05)
+        time.sleep(0.5)  # it publishes /tf_static right after making its node
+    finally:
+        rclpy.shutdown(context=context)
