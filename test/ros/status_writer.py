@@ -20,7 +20,6 @@ from std_msgs.msg import String
 from simforge_ros import topics
 from simforge_ros.nodes.common import HOST, LATCHED_QOS
 
-
 MATCH_LIMIT_S = 30.0
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from runs import lockstep, manifest_of, steps_of
