@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import sys
 import tempfile
 import time
@@ -169,18 +170,19 @@ def user_domain(text: str) -> int:
     """The user's ROS_DOMAIN_ID, checked: an id Fast DDS has ports for.
 
     Raises:
-        ConfigError: not an integer from 0 to MAX_DOMAIN_ID (Fast DDS failed with "port
-            number is too high" on 500; "abc" ended in an unexpected error).
+        ConfigError: not an integer from 0 to MAX_DOMAIN_ID in plain decimal digits (Fast
+            DDS failed with "port number is too high" on 500; "abc" ended in an unexpected
+            error). rcl reads the variable with strtoul(..., 0), which Python's int() does
+            not match: "4_2" was domain 42 to the run and 4 to a user's node, "010" 10 and
+            8, so only the spelling both read alike is taken.
     """
     from simforge_ros.core.errors import ConfigError
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
+    plain = text.strip()
+    value = int(plain) if re.fullmatch(r"0|[1-9][0-9]{0,2}", plain, flags=re.ASCII) else -1
     if not 0 <= value <= MAX_DOMAIN_ID:
-        raise ConfigError.single("environment", "ROS_DOMAIN_ID",
-                                 f"an integer from 0 to {MAX_DOMAIN_ID} (unset: simforge leases a free one)", text)
+        raise ConfigError.single("environment", "ROS_DOMAIN_ID", f"an integer from 0 to {MAX_DOMAIN_ID} in decimal "
+                                 "digits, no leading zero (unset: simforge leases a free one)", text)
     return value
 
 

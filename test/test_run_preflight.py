@@ -89,15 +89,16 @@ def test_a_run_its_manifest_refuses_never_exits_0(tmp_path):
     assert _result(spec, {"status": "counted", "steps": 3, "chain_digest": "1" * 64, "refusal": None}, 0).exit_code == 1
 
 
-@pytest.mark.parametrize("given", ["abc", "500", "-1", "2.5"])
+@pytest.mark.parametrize("given", ["abc", "500", "-1", "2.5", "4_2", "010", "0x10", "+4", "\u0664\u0662"])
 def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is_written(
         tmp_path, monkeypatch, given):
-    """Fast DDS has ports for domains 0..232: 500 failed inside it, "abc" in int()."""
+    """Fast DDS has ports for domains 0..232: 500 failed inside it, "abc" in int(). rcl
+    reads the variable with strtoul(s, 0): "4_2" is 4 there and was 42 here, "010" 8 and 10."""
     monkeypatch.setenv("ROS_DOMAIN_ID", given)
     with pytest.raises(ConfigError) as err:
         run(_spec(tmp_path, steps=3))
-    assert str(err.value) == ("environment: ROS_DOMAIN_ID: expected an integer from 0 to 232 (unset: simforge "
-                              f"leases a free one), got '{given}'")
+    assert str(err.value) == ("environment: ROS_DOMAIN_ID: expected an integer from 0 to 232 in decimal digits, no "
+                              f"leading zero (unset: simforge leases a free one), got {given!r}")
     assert not (tmp_path / "runs").exists()
 
 
