@@ -267,12 +267,29 @@ def _kept_chain(steps_file: Path) -> tuple[int, str]:
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:
     manifest_path = spec.out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
+    notes: tuple[str, ...] = ()
     if outcome is None:
-        code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
-        kept, chain = (manifest["steps"], manifest["chain_digest"]) if manifest else _kept_chain(
-            spec.out_dir / "steps.jsonl")
-        outcome = {"status": "refused", "steps": kept, "chain_digest": chain,
-                   "refusal": {"code": code, "step": -1, "detail": f"clock master exited with {exit_code}"}}
+        exited = f"clock master exited with {_exit_status(exit_code)}"
+        if manifest is not None and manifest.get("refusal") is not None:
+            # the recorder saw the clock master leave: its manifest's refusal is the run's,
+            # and so is the exit status (a SIGKILL is no exit status: it read as 247)
+            outcome = {"status": "refused", "steps": manifest["steps"], "chain_digest": manifest["chain_digest"],
+                       "refusal": manifest["refusal"]}
+            notes = (f"the {exited} before saying how the run ended: the refusal is the recorder's "
+                     f"({manifest_path})",)
+            named = REFUSALS.get(str(manifest["refusal"].get("code")))
+            exit_code = named.exit_code if named is not None else EXIT_FAILURE
+        else:
+            code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
+            kept, chain = (manifest["steps"], manifest["chain_digest"]) if manifest else _kept_chain(
+                spec.out_dir / "steps.jsonl")
+            outcome = {"status": "refused", "steps": kept, "chain_digest": chain,
+                       "refusal": {"code": code, "step": -1, "detail": exited}}
+            exit_code = REFUSALS[code].exit_code
+    elif manifest is None and (spec.out_dir / "steps.jsonl").is_file():
+        # no manifest (the recorder was killed): what it chained, not what the clock master stepped
+        kept, chain = _kept_chain(spec.out_dir / "steps.jsonl")
+        outcome = {**outcome, "steps": kept, "chain_digest": chain}
     refusal = outcome["refusal"]
     if refusal is not None and (full := _disk_full(spec.out_dir)):
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
@@ -295,6 +312,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
         exit_code=exit_code if status == "refused" else 0,
         wall=outcome.get("wall"),
         frames_digest=manifest.get("frames_digest") if manifest else None,
+        notes=notes,
     )
 
 
@@ -368,9 +386,12 @@ def _announce_paced(factor: float, domain_id: int) -> None:
 
 def _announce_paused(hold_at: int, domain_id: int, out_dir: Path) -> None:
     """Tell the user where the run will hold (clock_master.hold_at_step), and how to let it go on."""
-    print(f"simforge: the run holds once step {hold_at} is done until resumed: `simforge pause --resume` or a "
-          f"{topics.PAUSE_SERVICE} call (std_srvs/SetBool, data false) on ROS_DOMAIN_ID={domain_id}, localhost "
-          f"(or `simforge pause --resume --run {shlex.quote(str(out_dir))}`)", file=sys.stderr, flush=True)
+    # commands that work as printed: a bare `simforge pause` needs ROS_DOMAIN_ID, and a leased
+    # run's domain is in no one's environment
+    print(f"simforge: the run holds once step {hold_at} is done until resumed: "
+          f"`simforge pause --resume --run {shlex.quote(str(out_dir))}`, `ROS_DOMAIN_ID={domain_id} simforge pause "
+          f"--resume`, or a {topics.PAUSE_SERVICE} call (std_srvs/SetBool, data false) on ROS_DOMAIN_ID={domain_id}, "
+          "localhost", file=sys.stderr, flush=True)
 
 
 def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
@@ -599,7 +620,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
-    result = replace(_result(spec, outcome, clock_code), notes=notes)
+    result = _result(spec, outcome, clock_code)
+    result = replace(result, notes=(*result.notes, *notes))
     if result.status != "counted":
         return result  # its refusal names what went wrong; a node's exit or log follows from it
     unclean = _unclean_exits(procs, lingering, logs) + _abort_lines(logs, list(procs))

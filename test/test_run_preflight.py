@@ -89,6 +89,47 @@ def test_a_run_its_manifest_refuses_never_exits_0(tmp_path):
     assert _result(spec, {"status": "counted", "steps": 3, "chain_digest": "1" * 64, "refusal": None}, 0).exit_code == 1
 
 
+def test_a_clock_master_killed_outright_takes_the_recorders_refusal_and_its_exit_status(tmp_path):
+    """A SIGKILLed clock master (exit -9) left no outcome: `simforge run` exited 247 with a
+    refusal of its own ("participant_error at step -1") while the manifest said
+    incomplete_run at step 28."""
+    from simforge_ros.core.errors import REFUSALS
+
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    refusal = {"code": "incomplete_run", "step": 28, "detail": "the recorder stopped before the clock master "
+               "finished the run: the clock master has left (its process (pid 7) has exited) and its final "
+               "status never came"}
+    (spec.out_dir / "manifest.json").write_text(json.dumps(
+        {"scenario": "right_turn", "steps": 28, "chain_digest": "2" * 64, "status": "refused", "refusal": refusal}))
+    result = _result(spec, None, -9)
+    assert (result.status, result.refusal, result.steps, result.chain_digest) == ("refused", refusal, 28, "2" * 64)
+    assert result.exit_code == REFUSALS["incomplete_run"].exit_code
+    assert result.notes == (f"the clock master exited with signal SIGKILL before saying how the run ended: the "
+                            f"refusal is the recorder's ({spec.out_dir / 'manifest.json'})",)
+    (spec.out_dir / "manifest.json").unlink()  # nor a manifest: a refusal of its own, never exit 247
+    alone = _result(spec, None, -9)
+    assert alone.refusal == {"code": "participant_error", "step": -1, "detail": "clock master exited with signal "
+                             "SIGKILL"}
+    assert alone.exit_code == REFUSALS["participant_error"].exit_code
+
+
+def test_a_run_whose_recorder_was_killed_reports_what_it_chained_not_what_was_stepped(tmp_path):
+    """The clock master's outcome counts the steps it stepped and knows no chain: with no
+    manifest, `--json` said 17 steps and chain "" where 16 were kept."""
+    from simforge_ros.core.errors import REFUSALS
+
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    records = [{"step": k, "t_us": 100_000 * k, "digest": f"{k:064x}", "frames_digest": None,
+                **{key: {} for key in ("frames", "timing", "action", "applied", "state", "wall")}} for k in range(16)]
+    (spec.out_dir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    lost = {"code": "participant_lost", "step": 17, "detail": "recorder (pid 7) is gone"}
+    code = REFUSALS["participant_lost"].exit_code
+    result = _result(spec, {"status": "refused", "steps": 17, "chain_digest": "", "refusal": lost}, code)
+    assert (result.steps, result.chain_digest, result.refusal, result.exit_code) == (16, f"{15:064x}", lost, code)
+
+
 @pytest.mark.parametrize("given", ["abc", "500", "-1", "2.5", "4_2", "010", "0x10", "+4", "\u0664\u0662"])
 def test_a_users_domain_id_that_is_no_domain_is_a_usage_error_before_anything_is_written(
         tmp_path, monkeypatch, given):

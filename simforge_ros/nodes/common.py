@@ -477,8 +477,10 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     """main() of a participant node: build it, spin until the run ends or a signal comes.
 
     A participant's object has ``.node`` and ``.finished`` (set when the run's final status
-    arrives; the participant also ends when the clock master has left, ClockMasterGone); a
-    configuration error exits 2 with the error, never a traceback.
+    arrives; the participant also ends when the clock master has left, ClockMasterGone),
+    and may have ``.close(why)``, called on the way out (``why``: empty once the final
+    status came, else what ended it first); a configuration error exits 2 with the error,
+    never a traceback.
     """
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(node_name, argv):
@@ -531,18 +533,21 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         executor = make_executor()
         executor.add_node(shell.node)
         freeze_startup()
+        why = ""  # why the participant ends before the run's final status came, for close()
         try:
             gone = ClockMasterGone(shell.node)
             spin_until(executor, lambda: stop["signal"] or shell.finished or gone() or _interrupt_outlasted())
             if not (stop["signal"] or shell.finished):
-                print(f"{node_name}: the clock master has left ({gone.why}) and its final status never came "
-                      "here; ending", file=sys.stderr, flush=True)
+                why = f"the clock master has left ({gone.why}) and its final status never came"
+                print(f"{node_name}: {why} here; ending", file=sys.stderr, flush=True)
+            elif stop["signal"] and not shell.finished:
+                why = "a stop signal came"
             # let the last answers and publications leave before the node goes away
             spin_until(executor, lambda: False, 0.2)
         finally:
             close = getattr(shell, "close", None)
             if close is not None:
-                close()
+                close(why)
             exit_if_stuck(TEARDOWN_S, 0)  # what was recorded is written by now
             close_nodes(executor, [shell.node])
         return 0

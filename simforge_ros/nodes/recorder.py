@@ -664,10 +664,11 @@ class Recorder:
         except OSError as err:  # atomic: no manifest rather than half of one
             self._fail(err)
 
-    def close(self) -> None:
-        """Keep what was recorded even when no Finish came (the clock master died)."""
+    def close(self, why: str = "") -> None:
+        """Keep what was recorded even when no Finish came (the clock master died); ``why``
+        it ended first, if known, is said in the refusal."""
         if not self._written:
-            detail = "the recorder stopped before the clock master finished the run"
+            detail = "the recorder stopped before the clock master finished the run" + (f": {why}" if why else "")
             self._write(self._values["run_id"], False,
                         {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
                         self.assembler.steps_done)

@@ -166,7 +166,7 @@ class SimBridge:
         handler: Any = self._on_step if lose_step is None else losing_answer(self._on_step, lose_step)
         self.node.create_service(Step, topics.STEP_SERVICE, handler)
 
-    def close(self) -> None:
+    def close(self, _why: str = "") -> None:
         """Give the simulator back what the run took (CARLA: its actors, and its settings:
         a server left synchronous waits for a tick no one sends)."""
         self._backend.close()

@@ -5,6 +5,7 @@ master is a stand-in that offers the status topic and leaves without a final sta
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -46,6 +47,11 @@ def test_a_participant_ends_cleanly_once_the_clock_master_has_left(ros_lease, tm
         said = f"{node}: the clock master has left ({why.format(pid=writer.pid)}) and its final status never came"
         assert said in out, out
         assert "Traceback" not in out
+        if node == "recorder":  # what it kept says why it ended before the run's end
+            manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+            assert manifest["refusal"]["detail"] == ("the recorder stopped before the clock master finished the run: "
+                                                     f"the clock master has left ({why.format(pid=writer.pid)}) and "
+                                                     "its final status never came")
     finally:
         for proc in (participant, writer):
             if proc.poll() is None:
