@@ -329,8 +329,14 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                                  f"a step of the run (0 to {spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
     created = not spec.out_dir.exists()
+    # The single layout starts its nodes in this process: a stop signal from here on ends the
+    # run as `aborted` at step -1 until its clock master is built, at its next step after
+    # (_StopRelay). The processes layout takes them once its nodes are being started.
+    relay = _StopRelay() if spec.layout == "single" else None
     try:
         with contextlib.ExitStack() as held:
+            if relay is not None:
+                held.enter_context(_stop_signals(relay))
             # the user's environment, before anything is written
             if user := os.environ.get("ROS_DOMAIN_ID", "").strip():
                 held.enter_context(hold_domain(user_domain(user), who))
@@ -354,9 +360,12 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
                 _announce_paced(factor, lease.domain_id)
             if spec.layout == "single":
-                return _run_single(spec, params_file, lease, on_step)
+                return _run_single(spec, params_file, lease, on_step, relay)
             if spec.layout == "processes":
                 return _run_processes(spec, params_file, lease, on_step)
+    except _StoppedAtStart:  # before any node was made (the lease, rclpy's import, its init)
+        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
+                       Aborted.exit_code)
     except ConfigError:
         # a node refused its configuration at start (the single layout builds them here;
         # processes: runner._not_started): nothing was recorded, and the error says all.
@@ -419,7 +428,8 @@ def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id
           f"{'localhost' if discovery == 'LOCALHOST' else 'this subnet'}", file=sys.stderr, flush=True)
 
 
-def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any) -> RunResult:
+def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any,
+                relay: _StopRelay | None = None) -> RunResult:
     from simforge_ros.process_tuning import tune_process
 
     os.environ.setdefault("RMW_IMPLEMENTATION", lease.env["RMW_IMPLEMENTATION"])
@@ -430,7 +440,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     # a --repeat logs into its own logs/ (they all went into the first run's)
     with environ_set({"ROS_LOG_DIR": lease.env["ROS_LOG_DIR"], "ROS_HOME": lease.env["ROS_HOME"]}), \
             _thread_deaths() as died:
-        result = _step_single(spec, params_file, lease.domain_id, on_step)
+        result = _step_single(spec, params_file, lease.domain_id, on_step, relay)
     if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
         return _refuse_unclean(spec, result, died)
     return result
@@ -464,7 +474,36 @@ def _thread_deaths() -> Iterator[list[str]]:
         threading.excepthook, sys.unraisablehook = previous, previous_unraisable
 
 
-def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any) -> RunResult:
+_ABORTED_AT_START = {"code": Aborted.code, "step": -1, "detail": "interrupted while the nodes were starting"}
+
+
+class _StoppedAtStart(Exception):
+    """A stop signal came while the single layout's nodes were being built."""
+
+
+class _StopRelay:
+    """A stop signal in the single layout: to the clock master once it is built (it ends
+    the run at its next step, ClockMaster.interrupted); before that, _StoppedAtStart ends
+    the building (a CARLA backend may take minutes to connect), once."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._clock: Any = None
+
+    def __call__(self) -> None:
+        if self._clock is not None:
+            self._clock.interrupted = True
+        elif not self.asked:
+            self.asked = True
+            raise _StoppedAtStart
+        self.asked = True
+
+    def attach(self, clock: Any) -> None:
+        self._clock = clock
+
+
+def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any,
+                 relay: _StopRelay | None = None) -> RunResult:
     """The single layout's nodes on one executor, stepped by the clock master; closed after."""
     import rclpy
 
@@ -478,6 +517,7 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any)
     context = rclpy.Context()
     rclpy.init(args=["--ros-args", "--params-file", str(params_file)], context=context, domain_id=domain_id)
     shells: list[Any] = []
+    recorder: Recorder | None = None
     executor = make_executor(context)
     try:
         try:
@@ -488,6 +528,8 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any)
             driver = Driver(context) if spec.driver != EXTERNAL else None
             shells = [s for s in (recorder, bridge, driver) if s is not None]
             clock = ClockMaster(context)
+            if relay is not None:
+                relay.attach(clock)
             bridge.core.watchdog = clock.overdue  # its timeout and Ctrl-C end a long step
         except ConfigError as err:
             raise ConfigError([Problem(p.source, p.field, p.expected, p.got) for p in err.problems]) from None
@@ -501,11 +543,13 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any)
         for shell in shells:
             executor.add_node(shell.node)
         freeze_startup()
-        # Ctrl-C stops the run at its next step as `aborted`, as the clock master process
-        # does in the processes layout, instead of a KeyboardInterrupt inside a callback
-        with _stop_signals(lambda: setattr(clock, "interrupted", True)):
-            outcome = clock.run(executor, on_step)
+        outcome = clock.run(executor, on_step)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
+    except _StoppedAtStart:  # as the processes layout says of a signal before its clock master ran
+        if recorder is not None:
+            recorder.close(refusal=_ABORTED_AT_START)  # what it kept says so, as the run's exit status does
+        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
+                       Aborted.exit_code)
     finally:
         for shell in shells:
             close = getattr(shell, "close", None)
@@ -615,8 +659,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if outcome is None and clock_code == EXIT_USAGE:
         not_started = "clock_master"
     if outcome is None and not_started is None and stop_asked.is_set():  # before its Python had started
-        interrupted = {"code": Aborted.code, "step": -1, "detail": "interrupted while the nodes were starting"}
-        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": interrupted},
+        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")

@@ -664,13 +664,14 @@ class Recorder:
         except OSError as err:  # atomic: no manifest rather than half of one
             self._fail(err)
 
-    def close(self, why: str = "") -> None:
-        """Keep what was recorded even when no Finish came (the clock master died); ``why``
-        it ended first, if known, is said in the refusal."""
+    def close(self, why: str = "", refusal: dict[str, Any] | None = None) -> None:
+        """Keep what was recorded even when no Finish came (the clock master died): as
+        incomplete_run, saying ``why`` it ended first if known, or as ``refusal`` (the
+        single layout's, for a run stopped before its clock master ran)."""
         if not self._written:
             detail = "the recorder stopped before the clock master finished the run" + (f": {why}" if why else "")
             self._write(self._values["run_id"], False,
-                        {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
+                        refusal or {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
                         self.assembler.steps_done)
 
 

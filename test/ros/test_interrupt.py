@@ -122,6 +122,32 @@ def test_a_signal_while_the_nodes_start_is_aborted_not_lost(tmp_path, sig, sigin
     assert not processes_mentioning(str(out))
 
 
+@pytest.mark.parametrize("wait_s", [0.0, 0.1, 0.2])
+def test_a_signal_while_the_single_layouts_nodes_are_built_is_aborted_at_step_minus_1(tmp_path, wait_s):
+    """The single layout builds its nodes in `simforge run` itself (about a second, rclpy's
+    import included): a Ctrl-C then was a KeyboardInterrupt, exit 130, and the recorder's
+    close kept the run as incomplete_run at step 0."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", "single",
+                             "--steps", "20"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 60
+    while not list(out.glob("*/logs/ros_domain_id")):  # its lease is taken: the nodes come next
+        assert time.monotonic() < wall_deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.001)
+    time.sleep(wait_s)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    assert "Traceback" not in stderr and "unexpected error" not in stderr
+    result = json.loads(stdout)
+    assert (result["status"], result["refusal"]["code"], result["steps"]) == ("refused", "aborted", 0), result
+    assert result["refusal"]["step"] == -1, result  # before step 0, wherever the building was
+    manifest = Path(result["run_dir"]) / "manifest.json"
+    if manifest.is_file():  # the recorder was built: what it kept says the same
+        assert json.loads(manifest.read_text())["refusal"] == result["refusal"]
+
+
 def test_an_interrupt_while_the_recorder_confirms_the_run_leaves_it_counted(tmp_path, monkeypatch):
     """The recorder writes its manifest as it answers Finish: the run's outcome must be the
     manifest's, whenever the interrupt comes."""
