@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import secrets
 import sys
 from collections.abc import Mapping, Sequence
@@ -191,11 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("rerun", note)  # as `simforge run --params-file` says its own
         # wall-clock settings of this rerun's own (validated with the rest by the runner)
         params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
-        if args.out is not None and (problem := out_dir_problem(args.out)) is not None:  # as `simforge run`'s
-            raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",
-                                     args.out)
+        # next to the kept run unless told (its parent as given: `rerun .` from inside it wrote into it)
+        into = args.out if args.out is not None else os.path.dirname(os.path.abspath(kept.path))
+        if (problem := out_dir_problem(into)) is not None:  # as `simforge run`'s
+            raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})"
+                                     + ("" if args.out is not None else ": the kept run's, unless --out names one"),
+                                     into)
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
-        out_dir = ((Path(args.out) if args.out is not None else kept.path.parent) / run_id).resolve()
+        out_dir = (Path(into) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
         upto = interrupted_after(kept)
         if upto is not None:  # the steps it had done when it was stopped

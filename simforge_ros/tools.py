@@ -41,6 +41,8 @@ def out_dir_problem(text: str) -> str | None:
     try:
         Path(text).mkdir(parents=True, exist_ok=True)
         if not os.access(text, os.W_OK):
+            if os.statvfs(text).f_flag & os.ST_RDONLY:  # access() says no for a read-only mount too
+                return "Read-only file system"
             raise PermissionError(13, "Permission denied")
     except FileExistsError:  # mkdir's own "File exists" read as if a directory were fine
         return "a file of that name is there, not a directory"

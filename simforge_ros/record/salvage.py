@@ -487,7 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
-    run = Path(args.run)
+    run = Path(os.path.abspath(args.run))  # `salvage .` from inside the run: its name, for the default --out
+    if args.out is None and not run.name:
+        say("salvage", f"run: expected a run directory, got {args.run!r}")
+        return EXIT_USAGE
     if args.out == "":  # Path("") is ".": the salvaged run went into the current directory unasked
         say("salvage", "--out: expected the new run directory (an empty name names none; . is the current "
                        "directory), got ''")

@@ -38,6 +38,16 @@ def test_a_kept_run_repeats_bit_for_bit_with_what_it_was_asked(tmp_path):
     assert setup_differences(load_run(Path(kept.run_dir)).manifest, load_run(rerun_dir).manifest) == []
 
 
+def test_rerun_dot_from_inside_the_kept_run_writes_beside_it_not_into_it(tmp_path):
+    """The default --out was the kept path's parent as typed: `.`'s is `.`, the kept run."""
+    kept = lockstep(tmp_path / "runs", steps=5, layout="single", sets={"sim_bridge": {"cameras": []}})
+    before = sorted(p.relative_to(kept.run_dir) for p in Path(kept.run_dir).rglob("*"))
+    out = simforge("rerun", ".", "--json", cwd=Path(kept.run_dir))
+    assert out.returncode == 0, out.stderr
+    assert Path(json.loads(out.stdout)["rerun"]["run_dir"]).parent == Path(kept.run_dir).parent
+    assert sorted(p.relative_to(kept.run_dir) for p in Path(kept.run_dir).rglob("*")) == before
+
+
 def test_a_kept_failure_reproduces_with_its_refusal(tmp_path):
     kept = lockstep(tmp_path / "runs", steps=30, layout="processes", faults=("time_offset=50@12",))
     assert kept.refusal is not None and (kept.refusal["code"], kept.refusal["step"]) == ("time_drift", 12)

@@ -227,6 +227,15 @@ def test_an_empty_out_is_refused_not_read_as_the_current_directory(killed):
     assert sorted(p.name for p in killed.parent.iterdir()) == ["killed"]  # nothing written beside it
 
 
+def test_salvage_dot_from_inside_the_run_writes_beside_it(killed):
+    """`simforge info` inside a killed run says to type `simforge salvage .`: that was
+    "unexpected error: ValueError: PosixPath('.') has an empty name"."""
+    out = simforge("salvage", ".", cwd=killed)
+    assert out.returncode == 0, out.stderr
+    assert (killed.parent / "killed-salvaged" / "manifest.json").is_file()
+    assert not list(killed.glob("*-salvaged"))
+
+
 def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_error(killed, tmp_path):
     """The kept run is never changed: an --out inside it was written there. An --out that
     cannot be made exited 1, the code of "the bag and the record disagree"."""
