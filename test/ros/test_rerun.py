@@ -48,6 +48,23 @@ def test_rerun_dot_from_inside_the_kept_run_writes_beside_it_not_into_it(tmp_pat
     assert sorted(p.relative_to(kept.run_dir) for p in Path(kept.run_dir).rglob("*")) == before
 
 
+def test_a_run_interrupted_before_step_0_is_not_rerun(tmp_path):
+    """Its rerun ran the whole scenario and said "did not repeat ... (0 vs 40 steps)", with
+    setup differences made of what the interrupted nodes never recorded."""
+    kept = lockstep(tmp_path / "runs", steps=3, layout="single", sets={"sim_bridge": {"cameras": []}})
+    manifest_file = Path(kept.run_dir) / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest.update(status="refused", steps=0, chain_digest="0" * 64, frames_digest=None,
+                    refusal={"code": "aborted", "step": -1, "detail": "interrupted while the nodes were starting"})
+    manifest_file.write_text(json.dumps(manifest))
+    (Path(kept.run_dir) / "steps.jsonl").write_text("")
+    out = simforge("rerun", kept.run_dir, cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.strip() == ("simforge rerun: run: run: expected a run that did a step (this one was "
+                                  f"interrupted before step 0: nothing to run again), got {kept.run_dir!r}")
+    assert sorted(p.name for p in Path(kept.run_dir).parent.iterdir()) == [Path(kept.run_dir).name]
+
+
 def test_a_kept_failure_reproduces_with_its_refusal(tmp_path):
     kept = lockstep(tmp_path / "runs", steps=30, layout="processes", faults=("time_offset=50@12",))
     assert kept.refusal is not None and (kept.refusal["code"], kept.refusal["step"]) == ("time_drift", 12)
