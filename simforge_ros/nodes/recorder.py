@@ -181,7 +181,7 @@ class Recorder:
         self._contacts: list[dict[str, Any]] = []
         self._last_t_ns = 0
         self._progress: Future | None = None
-        self._wall_start_ns = time.time_ns()  # wall time: kept apart in the manifest, never hashed
+        self._wall_start_ns: int | None = time.time_ns()  # wall time: kept apart in the manifest, never hashed
         self._written = False
         self._ended_unsaid = True
         self._failure: str | None = None  # why writing the record failed (see _fail)
@@ -368,7 +368,10 @@ class Recorder:
         return True
 
     def conclude(self, run_id: str, refusal: dict[str, Any], expected: int) -> None:
-        """Write the manifest of a refused run now, without a Finish (record.salvage)."""
+        """Write the manifest of a refused run now, without a Finish (record.salvage): when
+        the run began and ended is not this recorder's to say (it was the salvage's time),
+        only how long its steps took (their own wall records)."""
+        self._wall_start_ns = None
         self._write(run_id, False, refusal, expected)
 
     def _fail(self, err: BaseException) -> None:
@@ -654,7 +657,8 @@ class Recorder:
             transforms=self._tf_digests.summary(),
             ground_truth=self._truth_digests.summary(),
             participants=participants or {},
-            wall={"start_ns": self._wall_start_ns, "end_ns": time.time_ns(),
+            wall={"start_ns": self._wall_start_ns,
+                  "end_ns": time.time_ns() if self._wall_start_ns is not None else None,
                   "step_ns": wall_summary(self._step_ns), **(waited or {})},
         )
         if self._failure is not None:

@@ -166,15 +166,17 @@ def describe(info: Mapping[str, Any]) -> list[str]:
         f"world {(info['world_digest'] or 'none')[:16]}",
     ]
     wall = info["wall"]
+    step = _at(wall, "step_ns")
+    steps_took = (f"a step: median {_ms(step.get('median'))}, p99 {_ms(step.get('p99'))}, max {_ms(step.get('max'))} "
+                  "(wall-clock time, in no digest)")
     if isinstance(wall.get("start_ns"), int) and isinstance(wall.get("end_ns"), int):
         began = datetime.fromtimestamp(wall["start_ns"] / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        step = _at(wall, "step_ns")
         waited = "".join(f"; {what} {wall[key] / 1e9:.1f} s of it"
                          for key, what in (("paced_ns", "paced"), ("held_ns", "held"))
                          if isinstance(wall.get(key), int) and wall[key] > 0)
-        lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s{waited}; a step: median "
-                     f"{_ms(step.get('median'))}, p99 {_ms(step.get('p99'))}, max {_ms(step.get('max'))} "
-                     "(wall-clock time, in no digest)")
+        lines.append(f"wall       {began}, {(wall['end_ns'] - wall['start_ns']) / 1e9:.1f} s{waited}; {steps_took}")
+    elif isinstance(step.get("n"), int) and step["n"] > 0:  # a salvaged run: when it ran is not known
+        lines.append(f"wall       when it ran is not known (salvaged); {steps_took}")
     if info.get("record_failure"):
         lines.append(f"record     failed: {info['record_failure']}")
     bag = info["bag"]

@@ -176,10 +176,15 @@ def test_a_node_entry_that_is_not_an_object_is_a_difference_not_a_crash() -> Non
 
 
 def test_an_entry_one_run_lacks_is_shown_without_what_differs_on_every_run() -> None:
-    """A salvaged run has no driver participant: the setup line showed the other's pid."""
-    a = _manifest(participants={"driver": {"node": "/driver", "pid": 17917, "host": "h", "external": False}})
-    b = _manifest(participants={})
+    """A run whose driver was not told: the setup line showed the other's pid. A salvaged
+    run knows none of its participants (no Finish told it): nothing to compare them with."""
+    driver = {"node": "/driver", "pid": 17917, "host": "h", "external": False}
+    bridge = {"node": "/sim_bridge", "pid": 17918, "host": "h"}
+    a = _manifest(participants={"driver": driver, "sim_bridge": bridge})
+    b = _manifest(participants={"sim_bridge": {**bridge, "pid": 5}})
     assert setup_differences(a, b) == [("participants.driver", {"node": "/driver", "external": False}, MISSING)]
+    assert setup_differences(a, _manifest(participants={})) == []
+    assert setup_differences(_manifest(participants={}), a) == []
 
 
 def test_setup_differences_name_each_field_in_order() -> None:

@@ -236,6 +236,20 @@ def test_salvage_dot_from_inside_the_run_writes_beside_it(killed):
     assert not list(killed.glob("*-salvaged"))
 
 
+def test_a_salvaged_run_says_no_wall_time_of_its_own_and_no_setup_made_up(finished, killed):
+    """Its manifest's wall start and end were the salvage's own (`info`: "wall <when the
+    salvage ran>, 0.1 s"), and its participants, never told to it, {}: `diff` and `rerun`
+    then said "set up differently: participants.driver (... vs missing)"."""
+    assert simforge("salvage", str(killed), cwd=killed.parent).returncode == 0
+    salvaged = killed.with_name("killed-salvaged")
+    wall = json.loads((salvaged / "manifest.json").read_text())["wall"]
+    assert (wall["start_ns"], wall["end_ns"]) == (None, None) and wall["step_ns"]["n"] == 5
+    info = simforge("info", str(salvaged), cwd=killed.parent)
+    assert "wall       when it ran is not known (salvaged); a step: median " in info.stdout, info.stdout
+    diff = simforge("diff", str(finished), str(salvaged), cwd=killed.parent)
+    assert "set up differently" not in diff.stdout + diff.stderr, diff.stdout
+
+
 def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_error(killed, tmp_path):
     """The kept run is never changed: an --out inside it was written there. An --out that
     cannot be made exited 1, the code of "the bag and the record disagree"."""
