@@ -35,6 +35,7 @@ from simforge_ros.core.errors import (
     Aborted,
     ConfigError,
     ParticipantError,
+    ParticipantLost,
     Problem,
     RateNotMultiple,
 )
@@ -74,6 +75,9 @@ LAYOUTS = ("processes", "single")
 SURROUND = ["front", "left", "rear", "right"]
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 _GRACE_S = 5.0
+# Wall clock: how long a participant a signal ended before step 0 is left to the clock
+# master to name (it does at once if it was calling it) before the run is ended for it.
+_KILLED_WAIT_S = 2.0
 # Wall clock: how long the `single` layout's ROS teardown may take before the process that
 # ran it is ended (SIGALRM, its stacks on stderr) rather than left hanging (ended_if_stuck).
 SINGLE_TEARDOWN_S = 20.0
@@ -591,6 +595,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     procs: dict[str, subprocess.Popen[bytes]] = {}
     handles = []
     not_started: str | None = None  # a node that exited with a configuration error
+    killed: str | None = None  # a participant a signal ended before step 0, the clock master not telling
+    dead_since: dict[str, float] = {}  # wall clock: when each participant a signal ended was seen so
     order = [n for n in NODES if (spec.record or n != "recorder") and (spec.driver != EXTERNAL or n != "driver")]
     env = dict(lease.env)
     use_fastdds_profile(env)
@@ -628,7 +634,14 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                         if not_started is None and (code == EXIT_USAGE or (code in (EXIT_FAILURE, -TEARDOWN_SIGNAL)
                                                                              and chained == 0)):
                             not_started = name
-                    if not_started is not None:
+                        elif name != "clock_master" and code is not None and code < 0 and chained == 0:
+                            # killed from outside before step 0 was chained: one the clock master
+                            # is not yet calling it waits for to its start-up limit, then blames
+                            # the service ("did not appear", 40 s later); one it calls, it names
+                            dead_since.setdefault(name, time.monotonic())
+                    killed = next((name for name, since in dead_since.items()
+                                   if time.monotonic() - since >= _KILLED_WAIT_S), None)
+                    if not_started is not None or killed is not None:
                         break
                     if on_step is not None and follower.count > shown:
                         shown = follower.count
@@ -641,7 +654,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
             not_started = not_started or next(
                 (name for name, proc in procs.items() if name != "clock_master" and proc.poll() == EXIT_USAGE), None)
         with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
-            wall_deadline = time.monotonic() + (_GRACE_S if not_started is None else 0.0)
+            wall_deadline = time.monotonic() + (_GRACE_S if not_started is None and killed is None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
                 time.sleep(0.05)
             lingering = {name for name, proc in procs.items() if proc.poll() is None}
@@ -663,6 +676,13 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
+    if killed is not None:  # the clock master's outcome, if any, came of being stopped for it
+        proc = procs[killed]
+        lost = {"code": ParticipantLost.code, "step": -1,
+                "detail": f"{killed} (pid {proc.pid}) was ended by {_exit_status(proc.returncode)} before step 0"}
+        _refuse_in_manifest(spec, lost)
+        return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": lost},
+                       ParticipantLost.exit_code)
     result = _result(spec, outcome, clock_code)
     result = replace(result, notes=(*result.notes, *notes))
     if result.status != "counted":

@@ -184,6 +184,34 @@ def test_a_recorder_killed_at_its_first_step_leaves_a_run_salvage_keeps(tmp_path
     assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", result.refusal["step"])
 
 
+def test_a_participant_killed_before_step_0_ends_the_run_at_once_naming_it(tmp_path):
+    """A recorder SIGKILLed as it started left the clock master waiting out its start-up
+    limit for /simforge/finish (40 s here) and then blaming the service for not appearing."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--steps", "20"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 60
+    while not (found := [pid for pid in processes_mentioning(str(out))
+                         if b"nodes.recorder" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+        assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+        time.sleep(0.005)
+    os.kill(found[0], signal.SIGKILL)
+    killed_at = time.monotonic()
+    stdout, stderr = run.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 15, stderr  # not the 30 s start-up limit
+    result = json.loads(stdout)
+    assert run.returncode == 16 and result["refusal"] == {
+        "code": "participant_lost", "step": -1,
+        "detail": f"recorder (pid {found[0]}) was ended by signal SIGKILL before step 0"}, (result, stderr)
+    assert processes_mentioning(str(out)) == []
+
+
 def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_process(tmp_path):
     """The recorder is never called while stepping: the clock master knows its process
     from its latched parameters and refuses while stepping, not after the last step."""
