@@ -27,11 +27,15 @@ own refusal exit code when a single run was refused.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import os
 import shlex
+import signal
 import sys
-from collections.abc import Callable, Collection
+import threading
+from collections.abc import Callable, Collection, Iterator
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Prob
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.core.yaml_file import load_rcl_value
-from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, RunResult
+from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, STOP_SIGNALS, RunResult, RunSpec
 from simforge_ros.tools import out_dir_problem
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, frames_digest, status, refusal, run_dir"
@@ -295,42 +299,96 @@ def _run(args: argparse.Namespace) -> int:
                                  args.out)
     results = []
     show_progress = sys.stderr.isatty() and not args.json
-    for index in range(args.repeat):
-        run_id = new_run_id(scenario, seed, index)
-        spec = spec_of(run_id)
-        result = run(spec, _progress_printer(run_id, show_progress))
-        if show_progress:
-            print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
-        results.append(result)
-        if args.json:
-            print(json.dumps(result.to_dict(), sort_keys=True), flush=True)
-        else:
-            refusal = result.refusal
-            status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
-            frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
-            chain = result.chain_digest[:16] or "none"  # the recorder chained nothing
-            print(f"{result.run_id}  steps={result.steps}  chain={chain}{frames}  {status}", flush=True)
-            if refusal is not None:
-                print(f"  {refusal['detail']}", flush=True)
-        for note in result.notes:
-            print(f"simforge: note: {note}", file=sys.stderr)
-        if result.refusal is not None and result.refusal.get("code") == "aborted":
-            break  # interrupted: the remaining --repeat runs are not started
-        if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps:
-            print(f"simforge: note: the run never held (clock_master.hold_at_step {hold_at}): its last step was "
-                  f"{result.steps - 1}", file=sys.stderr)
-        if result.status == "counted":
-            for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
-                why = f"the run ended after {result.steps} steps"
-                if fault.kind == "lose_answer" and fault.node == "recorder":  # its one answer is Finish's
-                    why = f"the recorder's K is the step count its Finish names, and this run's was {result.steps}"
-                print(f"simforge: note: {fault.spec()} did not fire: {why}", file=sys.stderr)
-    if not args.json and len(results) > 1:
-        print(_repeat_summary(results), flush=True)
+    with _BetweenRuns() as between:
+        for index in range(args.repeat):
+            if between.came:
+                print(f"simforge: interrupted: the remaining {args.repeat - index} --repeat runs were not started",
+                      file=sys.stderr)
+                break
+            run_id = new_run_id(scenario, seed, index)
+            spec = spec_of(run_id)
+            with between.run_taking_them():
+                result = run(spec, _progress_printer(run_id, show_progress))
+            _report(args, spec, result, hold_at, show_progress)
+            results.append(result)
+            if result.refusal is not None and result.refusal.get("code") == "aborted":
+                break  # interrupted: the remaining --repeat runs are not started
+        if not args.json and len(results) > 1:
+            print(_repeat_summary(results), flush=True)
+        cut_short = bool(between.came)
     failed = [r for r in results if r.status != "counted"]
+    if cut_short and len(results) < args.repeat and not failed:
+        return 130  # a stop between --repeat runs: not every run asked for was run
     if not failed:
         return 0
     return failed[0].exit_code if len(results) == 1 else EXIT_FAILURE
+
+
+class _BetweenRuns:
+    """Between and after a `simforge run`'s runs, a stop signal is noted, not raised: a
+    Ctrl-C just after a run's line was printed made the exit status 130 while its manifest
+    said counted. One noted ends a --repeat before its next run. During a run the signals
+    are the run's own (runner._stop_signals takes them where Python's defaults are in place).
+    Handlers, not a signal mask: a mask is a thread's, and any other thread takes the signal.
+    """
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+        self._defaults: dict[int, Any] = {}
+
+    def _note(self, signum: int, _frame: Any) -> None:
+        self.came.append(signum)
+
+    def __enter__(self) -> _BetweenRuns:
+        if threading.current_thread() is threading.main_thread():
+            defaults = (signal.SIG_DFL, signal.default_int_handler)
+            self._defaults = {sig: h for sig in STOP_SIGNALS if (h := signal.getsignal(sig)) in defaults}
+            self._hold()
+        return self
+
+    def _hold(self) -> None:
+        for sig in self._defaults:
+            signal.signal(sig, self._note)
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._defaults.items():
+            signal.signal(sig, handler)
+
+    @contextlib.contextmanager
+    def run_taking_them(self) -> Iterator[None]:
+        """While a run goes on, Python's defaults again (for runner._stop_signals)."""
+        self.__exit__()
+        try:
+            yield
+        finally:
+            self._hold()
+
+
+def _report(args: argparse.Namespace, spec: RunSpec, result: RunResult, hold_at: Any, show_progress: bool) -> None:
+    """A run's line (or JSON object) and its notes."""
+    if show_progress:
+        print("\r" + " " * 60 + "\r", end="", file=sys.stderr)
+    if args.json:
+        print(json.dumps(result.to_dict(), sort_keys=True), flush=True)
+    else:
+        refusal = result.refusal
+        status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
+        frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
+        chain = result.chain_digest[:16] or "none"  # the recorder chained nothing
+        print(f"{result.run_id}  steps={result.steps}  chain={chain}{frames}  {status}", flush=True)
+        if refusal is not None:
+            print(f"  {refusal['detail']}", flush=True)
+    for note in result.notes:
+        print(f"simforge: note: {note}", file=sys.stderr)
+    if result.status == "counted" and isinstance(hold_at, int) and hold_at >= result.steps:
+        print(f"simforge: note: the run never held (clock_master.hold_at_step {hold_at}): its last step was "
+              f"{result.steps - 1}", file=sys.stderr)
+    if result.status == "counted":
+        for fault in FaultPlan.parse(spec.faults).unfired(result.steps):
+            why = f"the run ended after {result.steps} steps"
+            if fault.kind == "lose_answer" and fault.node == "recorder":  # its one answer is Finish's
+                why = f"the recorder's K is the step count its Finish names, and this run's was {result.steps}"
+            print(f"simforge: note: {fault.spec()} did not fire: {why}", file=sys.stderr)
 
 
 def _repeat_summary(results: list[RunResult]) -> str:
@@ -453,6 +511,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simforge: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `simforge info RUN | head -1`: the reader left, as a Unix tool's SIGPIPE
+        with contextlib.suppress(OSError):  # the interpreter's last flush would fail the same way
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except Exception as err:  # noqa: BLE001 - one line for the user; the run's logs/ hold the rest
         print(f"simforge: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_FAILURE

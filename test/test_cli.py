@@ -144,3 +144,42 @@ def test_a_scenario_is_a_file_only_when_its_argument_says_so(tmp_path, monkeypat
     assert cli.main(["run", "pipe.yaml", "--out", str(tmp_path / "runs")]) == 2
     assert "expected an existing scenario file (not a regular file)" in capsys.readouterr().err
     assert not list(tmp_path.glob("runs/*"))  # no run was started
+
+
+def test_a_reader_that_leaves_early_ends_the_tool_as_sigpipe_would_not_as_an_error():
+    """`simforge info RUN | head -1` said "unexpected error: BrokenPipeError" (exit 1)."""
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "scenarios"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first line
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 128 + signal.SIGPIPE, err
+    assert "error" not in err.lower() and "Traceback" not in err, err
+
+
+def test_a_stop_signal_between_or_after_runs_is_noted_not_raised():
+    """After a run's line was printed, a Ctrl-C made `simforge run` exit 130 while the run's
+    manifest said counted: between and after runs a stop signal is noted, ending a --repeat
+    before its next run; during a run Python's default is back, for the run to take."""
+    import os
+    import signal
+
+    with cli._BetweenRuns() as between:
+        assert between.came == []
+        os.kill(os.getpid(), signal.SIGINT)  # noted: no KeyboardInterrupt here
+        for _ in range(1000):  # a handler runs at a bytecode boundary
+            pass
+        assert between.came == [signal.SIGINT]
+        with pytest.raises(KeyboardInterrupt), between.run_taking_them():
+            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as before
