@@ -16,7 +16,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -290,12 +289,12 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
         own_tmp = tempfile.TemporaryDirectory(prefix="simforge-ros-log-")
         log_dir = Path(own_tmp.name)
     log_dir.mkdir(parents=True, exist_ok=True)
-    wall_start = time.time()  # wall clock: only to tell this lease's leftovers in /dev/shm
     try:
         yield DomainLease(chosen, log_dir, ros_env(chosen, log_dir))
     finally:
-        # what a killed participant of this lease left in shared memory (see shm_cleanup)
-        remove_zombies(wall_start)
+        # what killed participants left in shared memory: this lease's, and any earlier
+        # one's that never ended (its `simforge run` killed too; see shm_cleanup)
+        remove_zombies()
         if handle is not None:
             handle.close()
         if own_tmp is not None:

@@ -9,8 +9,11 @@ machine after 90 minutes of tests, benches and killed experiments. Fast DDS's ow
 sweep but needs psutil; the rule is the same: each segment or port has a lock file
 (`..._el` / `..._sl`) that its live owner holds flock()ed, so an unlocked one is a zombie.
 
-Only files that appeared since ``since`` (a lease's start) and are older than a moment
-are touched: what a run left behind, never what another process is still creating.
+Only this user's files older than a moment are touched, never what another process is
+still creating. Every lease sweeps them all when it ends, not only those that appeared
+during it: a run whose `simforge run` was itself SIGKILLed never ended its lease, and
+what its killed nodes left stayed in RAM for good (every later lease passed it over as
+older than itself).
 """
 
 from __future__ import annotations
@@ -39,10 +42,13 @@ def _locked(lock_file: Path) -> bool:
     return False
 
 
-def zombie_files(since: float, shm_dir: Path = SHM_DIR, now: float | None = None) -> list[Path]:
+def zombie_files(since: float = 0.0, shm_dir: Path = SHM_DIR, now: float | None = None,
+                 uid: int | None = None) -> list[Path]:
     """The files of Fast DDS segments and ports whose lock file appeared at or after
-    ``since`` (time.time()), is older than MIN_AGE_S and is held by no process."""
+    ``since`` (time.time()), is older than MIN_AGE_S, belongs to ``uid`` (default: this
+    process's user) and is held by no process."""
     now = time.time() if now is None else now
+    uid = os.getuid() if uid is None else uid
     try:
         names = os.listdir(shm_dir)
     except OSError:
@@ -54,10 +60,11 @@ def zombie_files(since: float, shm_dir: Path = SHM_DIR, now: float | None = None
             continue
         lock_file = shm_dir / name
         try:
-            created = lock_file.stat().st_mtime
+            stat = lock_file.stat()
         except OSError:
             continue
-        if created < since or now - created < MIN_AGE_S or _locked(lock_file):
+        created = stat.st_mtime
+        if stat.st_uid != uid or created < since or now - created < MIN_AGE_S or _locked(lock_file):
             continue
         base = name[:-3]
         found += [lock_file, shm_dir / base]
@@ -66,7 +73,7 @@ def zombie_files(since: float, shm_dir: Path = SHM_DIR, now: float | None = None
     return found
 
 
-def remove_zombies(since: float, shm_dir: Path = SHM_DIR) -> int:
+def remove_zombies(since: float = 0.0, shm_dir: Path = SHM_DIR) -> int:
     """Remove what zombie_files finds; returns how many files were removed."""
     removed = 0
     for path in zombie_files(since, shm_dir):
