@@ -33,10 +33,22 @@ from typing import Any
 from simforge_ros import topics
 from simforge_ros.core.diffing import MISSING, first_field_diff, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.limits import IMAGE_SIDE
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError
 from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
-from simforge_ros.record.bag_structure import OP_CHANNEL, OP_CHUNK, OP_FOOTER, OP_MESSAGE, OP_SCHEMA, U16, U32, U64
+from simforge_ros.record.bag_structure import (
+    OP_CHANNEL,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_HEADER,
+    OP_MESSAGE,
+    OP_SCHEMA,
+    U16,
+    U32,
+    U64,
+)
 from simforge_ros.record.rundir import MANIFEST, PARAMS, STEPS, RunDirError, iter_kept_steps, step_records_of
 from simforge_ros.tools import out_dir_problem, parse, say
 
@@ -124,10 +136,22 @@ class McapPrefix:
                 op = header[0]
                 (length,) = U64.unpack_from(header, 1)
                 end = pos + 9 + length
+                if op == 0 and not any(header):
+                    break  # zeros where the writer had not yet written (a file system's crash)
+                if not OP_HEADER <= op <= OP_DATA_END:
+                    # a record the writer began has its opcode: a length a flipped bit moved
+                    # lands here, and read as "cut off" it salvaged nothing of a whole bag
+                    raise BagError(f"{path}: the record at byte {pos} has opcode {op:#04x}, which MCAP has none of; "
+                                   "the record before it was damaged (corrupt)")
                 if end > total:
                     if self.whole:  # closed by its recorder: nothing was cut off
                         raise BagError(f"{path}: the record at byte {pos} runs {end - total} bytes past the "
                                        "end of the file, which its recorder closed (corrupt)")
+                    if total - pos > _MOST_WRITTEN.get(op, _MOST_OTHER) or (op == OP_CHUNK and length > _MOST_CHUNK):
+                        # more than the writer could have been in the middle of: a length a
+                        # flipped bit enlarged, which read as "cut off" salvaged nothing
+                        raise BagError(f"{path}: the record at byte {pos} claims {length} bytes, more than its "
+                                       f"writer writes, with {total - pos} bytes of the file after it (corrupt)")
                     break  # the record the writer was in the middle of
                 if op != OP_CHUNK:
                     pos = file.seek(end)
@@ -154,6 +178,15 @@ class McapPrefix:
             if total - pos == len(MCAP_MAGIC) and file.read(len(MCAP_MAGIC)) == MCAP_MAGIC:
                 pos = total  # a whole file ends with the magic again, after its footer
         self.chunks, self.messages_read, self.bytes_read = chunks, count, pos
+
+
+# The most of a record its writer (record.bag) can have written when it was stopped in the
+# middle of it: small records (the header, a schema, a channel) are written whole and far
+# under a megabyte; a chunk is closed once past 1 MiB, so holds at most that and one more
+# message, an image of IMAGE_SIDE at most.
+_MOST_WRITTEN = {OP_HEADER: 2**20, OP_SCHEMA: 2**20, OP_CHANNEL: 2**20}
+_MOST_OTHER = 16 * 2**20
+_MOST_CHUNK = 2 * 2**20 + 3 * IMAGE_SIDE[1] ** 2
 
 
 def _string(buf: bytes, pos: int, end: int, where: str) -> tuple[str, int]:

@@ -236,6 +236,20 @@ def test_salvage_dot_from_inside_the_run_writes_beside_it(killed):
     assert not list(killed.glob("*-salvaged"))
 
 
+@pytest.mark.parametrize("byte", [9, 10, 12, 16])
+def test_a_flipped_bit_in_a_cut_off_bags_first_record_is_corruption_not_nothing_to_salvage(killed, byte):
+    """A bit of the header record's length flipped in a killed run's bag: the length read
+    as "the record the writer was in the middle of", and salvage said "0 complete steps ...
+    nothing of the run to salvage" (exit 1) of a bag holding them all."""
+    path = killed / "bag" / "bag.mcap"
+    blob = bytearray(path.read_bytes())
+    blob = blob[: len(blob) * 3 // 4]  # its recorder killed: the file ends mid-way
+    blob[byte] ^= 0x01
+    path.write_bytes(bytes(blob))
+    said = _refused(killed, code=2)
+    assert said.startswith(f"simforge salvage: {path}: the record at byte ") and said.strip().endswith("(corrupt)")
+
+
 def test_a_salvaged_run_says_no_wall_time_of_its_own_and_no_setup_made_up(finished, killed):
     """Its manifest's wall start and end were the salvage's own (`info`: "wall <when the
     salvage ran>, 0.1 s"), and its participants, never told to it, {}: `diff` and `rerun`
