@@ -423,7 +423,10 @@ def _ended(run: Path) -> dict[str, Any]:
             manifest = None
         failure = manifest.get("record_failure") if isinstance(manifest, dict) else None
         if not failure or (run / "bag" / "metadata.yaml").is_file():
-            raise RunDirError(manifest_path, "present: the run was finished, nothing to salvage")
+            # salvage rebuilds a killed recorder's record; a finished run's damaged bag is
+            # told by verify, and rerun records the run again
+            raise RunDirError(manifest_path, "present: the run was finished, nothing to salvage (`simforge verify` "
+                                             "checks its bag; `simforge rerun` records it again)")
         assert isinstance(manifest, dict)
         return {**(manifest.get("refusal") or {}), "why": f"the recorder's {failure}"}
     try:

@@ -180,6 +180,17 @@ def _as_a_reader_without_rights(run: Path, unreadable: Path) -> list[str]:
     return prefix
 
 
+def test_a_finished_run_is_not_salvaged_and_is_told_what_checks_and_remakes_it(finished, tmp_path):
+    """Its bag cut short after the run, verify said it was unreadable and salvage "the run
+    was finished, nothing to salvage": neither said what to do."""
+    run = tmp_path / "cut"
+    shutil.copytree(finished, run)
+    (run / "bag" / "bag.mcap").write_bytes((run / "bag" / "bag.mcap").read_bytes()[:5000])
+    said = _refused(run, code=2)
+    assert said == (f"simforge salvage: {run / 'manifest.json'}: present: the run was finished, nothing to salvage "
+                    "(`simforge verify` checks its bag; `simforge rerun` records it again)\n")
+
+
 @pytest.mark.parametrize("name", ["steps.jsonl", "params.yaml", "logs/clock_master.log", "logs", "bag",
                                   "manifest.json"])
 def test_an_unreadable_input_is_named_as_unreadable(finished, killed, name):
