@@ -92,11 +92,13 @@ difference to tell."""
 
 
 def interrupted_after(kept: RunDir) -> int | None:
-    """How many steps a run the user interrupted had recorded (None: it was not
-    interrupted, or recorded no step to repeat)."""
+    """How many steps a run ended from outside had recorded: one the user interrupted, or
+    one salvaged from a killed recorder's bag (None: neither, or it recorded no step to
+    repeat). Nothing in the run decided where it ended, so its rerun runs those steps."""
     refusal = kept.manifest.get("refusal") or {}
     steps = kept.manifest.get("steps")
-    if refusal.get("code") == Aborted.code and isinstance(steps, int) and steps > 0:
+    outside = refusal.get("code") == Aborted.code or kept.manifest.get("salvaged") is True
+    if outside and isinstance(steps, int) and steps > 0:
         return steps
     return None
 
@@ -256,7 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kept  {manifest['run_id']}: "
               f"{_outcome(manifest.get('refusal'), manifest['steps'], manifest['chain_digest'])}")
         print(f"rerun {result.run_id}: {_outcome(result.refusal, result.steps, result.chain_digest)} ({spec.layout})")
-        if same and upto is not None:
+        if same and upto is not None and kept.manifest.get("salvaged") is True:
+            print(f"repeated bit for bit up to where its record ends: the {upto} steps salvaged from its bag "
+                  "(a rerun runs no further)")
+        elif same and upto is not None:
             print(f"repeated bit for bit up to the interrupt: the {upto} steps the kept run had done when it was "
                   "stopped (a rerun runs no further)")
         elif same:

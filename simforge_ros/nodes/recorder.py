@@ -182,6 +182,7 @@ class Recorder:
         self._last_t_ns = 0
         self._progress: Future | None = None
         self._wall_start_ns: int | None = time.time_ns()  # wall time: kept apart in the manifest, never hashed
+        self._salvaged = False
         self._written = False
         self._ended_unsaid = True
         self._failure: str | None = None  # why writing the record failed (see _fail)
@@ -372,6 +373,7 @@ class Recorder:
         the run began and ended is not this recorder's to say (it was the salvage's time),
         only how long its steps took (their own wall records)."""
         self._wall_start_ns = None
+        self._salvaged = True
         self._write(run_id, False, refusal, expected)
 
     def _fail(self, err: BaseException) -> None:
@@ -663,6 +665,8 @@ class Recorder:
         )
         if self._failure is not None:
             manifest["record_failure"] = self._failure
+        if self._salvaged:  # rebuilt from a killed recorder's bag (record.salvage): rerun runs its steps
+            manifest["salvaged"] = True
         try:
             write_json(self.out_dir / "manifest.json", manifest)
         except OSError as err:  # atomic: no manifest rather than half of one

@@ -273,6 +273,11 @@ def test_a_salvaged_run_says_no_wall_time_of_its_own_and_no_setup_made_up(finish
     assert "wall       when it ran is not known (salvaged); a step: median " in info.stdout, info.stdout
     diff = simforge("diff", str(finished), str(salvaged), cwd=killed.parent)
     assert "set up differently" not in diff.stdout + diff.stderr, diff.stdout
+    # its rerun runs the steps it holds: it "did not repeat ... (5 vs 220 steps)" before
+    rerun = simforge("rerun", str(salvaged), cwd=killed.parent)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert rerun.stdout.splitlines()[-1] == ("repeated bit for bit up to where its record ends: the 5 steps salvaged "
+                                             "from its bag (a rerun runs no further)")
 
 
 def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_error(killed, tmp_path):
