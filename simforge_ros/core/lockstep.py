@@ -134,6 +134,16 @@ class LoopProgress:
     contacts: list[ContactEvent] = field(default_factory=list)
 
 
+def non_finite(action: Action) -> str | None:
+    """The first number of ``action`` that is not finite, as ``field value``, or None."""
+    anchor = action.anchor  # recorded and hashed with the action, a plan or not
+    named = [("steer", action.steer_rad), ("accel", action.accel_mps2), ("anchor.x_m", anchor.x_m),
+             ("anchor.y_m", anchor.y_m), ("anchor.yaw_rad", anchor.yaw_rad)]
+    for i, point in enumerate(action.trajectory):
+        named += [(f"trajectory[{i}].x_m", point.x_m), (f"trajectory[{i}].y_m", point.y_m)]
+    return next((f"{name} {value}" for name, value in named if not math.isfinite(value)), None)
+
+
 def run_lockstep(
     config: LoopConfig,
     participants: Participants,
@@ -187,11 +197,10 @@ def run_lockstep(
             raise ParticipantError(
                 k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us)"
             )
-        if not (math.isfinite(action.steer_rad) and math.isfinite(action.accel_mps2)):
-            # refused as the driver's, at its step: not by the bridge's engine a step later
-            raise ParticipantError(
-                k, f"driver answered a non-finite action (steer {action.steer_rad}, accel {action.accel_mps2})"
-            )
+        if (where := non_finite(action)) is not None:
+            # refused as the driver's, at its step: not by the bridge's engine a step later,
+            # nor kept in a plan (a NaN's bits are hashed; steps.jsonl's JSON keeps no NaN's)
+            raise ParticipantError(k, f"driver answered a non-finite action ({where})")
         applied = delay.push(k, t_us, action)
         timing = TimingRecord(
             step=k, t_us=t_us, engine_t_us=obs.engine_t_us, decision_us=decision_us,

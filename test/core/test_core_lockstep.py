@@ -23,7 +23,7 @@ from simforge_ros.core.lockstep import (
     run_lockstep,
 )
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
-from simforge_ros.core.values import Action, VehicleState
+from simforge_ros.core.values import Action, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.route_follower import RouteFollower
 from simforge_ros.engine import load_scenario
@@ -102,10 +102,23 @@ def test_a_latency_applies_the_action_decided_that_many_steps_earlier() -> None:
                 decided[timing.step - 3].steer_rad, decided[timing.step - 3].accel_mps2)
 
 
-@pytest.mark.parametrize("field", ["steer_rad", "accel_mps2"])
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def _with(field: str, value: float):
+    """An edit of an action setting ``field`` (an Action field, anchor.X or trajectory.X)."""
+    if field.startswith("anchor."):
+        return lambda a: dataclasses.replace(a, anchor=dataclasses.replace(a.anchor, **{field[7:]: value}))
+    if field.startswith("trajectory."):
+        point = TrajectoryPoint(100_000, 1.0, 0.0)
+        return lambda a: dataclasses.replace(a, has_plan=True, trajectory=(
+            point, dataclasses.replace(point, **{field[11:]: value})))
+    return lambda a: dataclasses.replace(a, **{field: value})
+
+
+@pytest.mark.parametrize("field", ["steer_rad", "accel_mps2", "anchor.yaw_rad", "trajectory.x_m", "trajectory.y_m"])
+@pytest.mark.parametrize("value", [math.nan, -math.nan, math.inf, -math.inf])
 def test_a_non_finite_action_is_refused_as_the_drivers_at_its_step(field: str, value: float) -> None:
-    participants = Direct({7: lambda a: dataclasses.replace(a, **{field: value})})
+    """A NaN in a plan was counted, hashed by its bits, and written to steps.jsonl as a
+    NaN of other bits: `verify` then refused the counted run ("nan vs nan")."""
+    participants = Direct({7: _with(field, value)})
     sink, progress = Sink(), LoopProgress()
     with pytest.raises(ParticipantError) as info:
         run_lockstep(LoopConfig(steps=20), participants, sink, progress=progress)
