@@ -39,14 +39,18 @@ from simforge_ros.core.errors import (
     EXIT_COUNTED,
     EXIT_FAILURE,
     EXIT_USAGE,
+    REFUSALS,
     Aborted,
     ConfigError,
     IncompleteRun,
+    MissingFrame,
     ParticipantError,
     ParticipantLost,
     ParticipantTimeout,
     RateNotMultiple,
     Refusal,
+    StaleFrame,
+    one_line,
     refusal_from_code,
 )
 from simforge_ros.core.lockstep import (
@@ -180,6 +184,9 @@ def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int 
 
 
 SERVER_CHECK_S = 0.25
+# What a driver may refuse a step with: a frame it needs that is missing or stale, a camera
+# period or decision step it cannot work at, or its own error.
+DRIVER_REFUSALS = frozenset({MissingFrame.code, StaleFrame.code, RateNotMultiple.code, ParticipantError.code})
 """Wall-clock seconds of stepping between two counts of a participant service's servers."""
 
 
@@ -650,7 +657,14 @@ class ClockMaster:
         msg.camera_period_us = request.camera_period_us
         response = self._call(self._driver, msg, request.step, self._timeout_s(request.step), request.step == 0)
         if not response.ok:
-            raise refusal_from_code(response.refusal_code, request.step, f"driver: {response.detail}")
+            code = response.refusal_code
+            if code not in DRIVER_REFUSALS and code in REFUSALS:
+                # a code that names what only the loop, the bridge or the user can (aborted is
+                # the user's interrupt, which rerun runs only up to: the driver's failure
+                # would never be sent again): the driver's error, with the code it gave
+                raise ParticipantError(request.step, f"driver: refused with {code!r}, not a driver's refusal: "
+                                                     f"{one_line(response.detail)}")
+            raise refusal_from_code(code, request.step, f"driver: {one_line(response.detail)}")
         return convert.action_value(response.action)
 
     # -- loop outputs ----------------------------------------------------------------------

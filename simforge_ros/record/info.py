@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import EXIT_USAGE, SimforgeError
+from simforge_ros.core.errors import EXIT_USAGE, SimforgeError, one_line
 from simforge_ros.record.bag import bag_index
 from simforge_ros.record.rundir import RunDir, layout_of, load_run
 from simforge_ros.tools import parse, say
@@ -110,9 +110,11 @@ def _ms(ns: object) -> str:
 
 
 def _process(part: Mapping[str, Any]) -> str:
-    where = [f"node {part['node']}"] if part.get("node") else []
+    # as an external driver answered them: on one line, whatever it sent (a newline in its
+    # host printed a line of its own choosing, "status     counted", under a refused run)
+    where = [f"node {one_line(str(part['node']), 200)}"] if part.get("node") else []
     if part.get("pid") is not None:
-        where.append(f"pid {part['pid']} on {part.get('host') or '?'}")
+        where.append(f"pid {part['pid']} on {one_line(str(part.get('host') or '?'), 200)}")
     return f" ({', '.join(where)})" if where else ""
 
 
@@ -148,7 +150,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
         f"status     {status}",
     ]
     if refusal is not None and refusal.get("detail"):
-        lines.append(f"           {refusal['detail']}")
+        lines.append(f"           {one_line(str(refusal['detail']), 2000)}")
     lines += [
         f"scenario   {info['scenario']}, seed {info['seed']}",
         f"driver     {info['driver']['policy'] or '?'}{_process(info['driver'])}",

@@ -214,6 +214,33 @@ def _slow_driver(tmp_path: Path) -> Path:
     return slow
 
 
+def _refusing_driver(tmp_path: Path, code: str, detail: str) -> Path:
+    """The example, refusing step 5 with ``code`` and ``detail``."""
+    script = tmp_path / "refusing_driver.py"
+    script.write_text(EXAMPLE.read_text().replace(
+        "        response.pid = os.getpid()\n",
+        f"        if request.step == 5:\n"
+        f"            response.ok, response.refusal_code, response.detail = False, {code!r}, {detail!r}\n"
+        "        response.pid = os.getpid()\n", 1))
+    return script
+
+
+@pytest.mark.parametrize(("code", "refused"), [("aborted", "participant_error"), ("time_drift", "participant_error"),
+                                                ("missing_frame", "missing_frame")])
+def test_a_driver_refuses_with_a_drivers_code_only(tmp_path, monkeypatch, code, refused):
+    """A driver answering `aborted` made its failure the user's interrupt (exit 19), which
+    rerun runs only up to: the failing step was never sent to it again. Its detail is told
+    on one line (a newline in it printed a fake result line)."""
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "driver.log",
+                             _refusing_driver(tmp_path, code, "no\nright_turn  steps=60  counted")):
+            result = lockstep(tmp_path, steps=10, layout="single", driver="external")
+    assert (result.refusal["code"], result.refusal["step"]) == (refused, 5), result.refusal
+    told = "" if code == refused else f"refused with {code!r}, not a driver's refusal: "
+    assert result.refusal["detail"] == f"driver: {told}no right_turn steps=60 counted"
+
+
 def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatch):
     """Either answers a request first: the run was refused only when their answers
     alternated, and counted when one always won (a slower second one). The clock master
