@@ -299,6 +299,11 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
     if manifest is not None and refusal is None and manifest["refusal"] is not None:
         refusal = manifest["refusal"]
+    elif manifest is not None and refusal is not None and manifest.get("status") == "counted":
+        # the recorder wrote its manifest, then the clock master refused the run (its Finish
+        # answer came too late): exit 15 and a manifest, info and verify saying counted
+        _refuse_in_manifest(spec, refusal)
+        manifest = {**manifest, "status": "refused", "refusal": refusal}
     status = "counted" if refusal is None and exit_code == 0 else "refused"
     if status == "refused" and refusal is None:  # a crash after the loop: never reported as counted
         refusal = {"code": "participant_error", "step": -1, "detail": f"clock master exited with {exit_code}"}

@@ -114,6 +114,23 @@ def test_a_clock_master_killed_outright_takes_the_recorders_refusal_and_its_exit
     assert alone.exit_code == REFUSALS["participant_error"].exit_code
 
 
+def test_a_run_the_clock_master_refused_after_the_recorder_wrote_counted_is_refused_in_both(tmp_path):
+    """Finish answered too late (a driver's huge plan at the last step): `simforge run`
+    exited 15 while the manifest, `info` and `verify` said counted."""
+    from simforge_ros.core.errors import REFUSALS
+
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    (spec.out_dir / "manifest.json").write_text(json.dumps(
+        {"scenario": "right_turn", "steps": 30, "chain_digest": "3" * 64, "status": "counted", "refusal": None}))
+    late = {"code": "participant_timeout", "step": 30, "detail": "recorder did not answer within 1 s"}
+    code = REFUSALS["participant_timeout"].exit_code
+    result = _result(spec, {"status": "refused", "steps": 30, "chain_digest": "", "refusal": late}, code)
+    assert (result.status, result.refusal, result.exit_code) == ("refused", late, code)
+    manifest = json.loads((spec.out_dir / "manifest.json").read_text())
+    assert (manifest["status"], manifest["refusal"]) == ("refused", late)
+
+
 def test_a_run_whose_recorder_was_killed_reports_what_it_chained_not_what_was_stepped(tmp_path):
     """The clock master's outcome counts the steps it stepped and knows no chain: with no
     manifest, `--json` said 17 steps and chain "" where 16 were kept."""

@@ -134,6 +134,10 @@ class LoopProgress:
     contacts: list[ContactEvent] = field(default_factory=list)
 
 
+MAX_PLAN_POINTS = 10_000
+"""The most points a driver's plan may hold (a planner's horizon is tens to hundreds)."""
+
+
 def non_finite(action: Action) -> str | None:
     """The first number of ``action`` that is not finite, as ``field value``, or None."""
     anchor = action.anchor  # recorded and hashed with the action, a plan or not
@@ -197,6 +201,11 @@ def run_lockstep(
             raise ParticipantError(
                 k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us)"
             )
+        if len(action.trajectory) > MAX_PLAN_POINTS:
+            # every point is recorded and hashed each step: 150 000 of them outlasted the
+            # recorder's Finish (the run refused at its end, blaming the recorder)
+            raise ParticipantError(k, f"driver answered a plan of {len(action.trajectory)} points "
+                                      f"(at most {MAX_PLAN_POINTS})")
         if (where := non_finite(action)) is not None:
             # refused as the driver's, at its step: not by the bridge's engine a step later,
             # nor kept in a plan (a NaN's bits are hashed; steps.jsonl's JSON keeps no NaN's)

@@ -32,6 +32,7 @@ from simforge_ros.core.errors import (
     RateNotMultiple,
     one_line,
 )
+from simforge_ros.core.lockstep import MAX_PLAN_POINTS
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
 
@@ -85,7 +86,8 @@ _POSITIVE_INT = (lambda v: _is_int(v) and v > 0, "a positive integer")
 _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cameras": (_is_cameras, "a non-empty list of distinct camera names"),
     "planning_period_us": _POSITIVE_INT,
-    "waypoints": _POSITIVE_INT,
+    # the loop refuses a plan of more (core.lockstep.MAX_PLAN_POINTS): said here, at start
+    "waypoints": (lambda v: _is_int(v) and 0 < v <= MAX_PLAN_POINTS, f"an integer from 1 to {MAX_PLAN_POINTS}"),
     "waypoint_dt_us": _POSITIVE_INT,
     "weights_path": (lambda v: v is None or isinstance(v, str), "a weights file path, or empty"),
     "weights_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),

@@ -128,6 +128,25 @@ def test_a_non_finite_action_is_refused_as_the_drivers_at_its_step(field: str, v
     assert progress.steps_done == 7 and len(sink.records) == 7 and participants.steps[-1].step == 7
 
 
+def test_a_plan_past_the_most_points_is_refused_as_the_drivers_at_its_step() -> None:
+    """150 000 points a step outlasted the recorder's Finish: the run was refused at its
+    end, blaming the recorder, while its manifest said counted."""
+    from simforge_ros.core.lockstep import MAX_PLAN_POINTS
+
+    point = TrajectoryPoint(100_000, 1.0, 0.0)
+    for points, refused in ((MAX_PLAN_POINTS, False), (MAX_PLAN_POINTS + 1, True)):
+        participants = Direct({3: lambda a, n=points: dataclasses.replace(a, has_plan=True, trajectory=(point,) * n)})
+        progress = LoopProgress()
+        if not refused:
+            run_lockstep(LoopConfig(steps=5), participants, Sink(), progress=progress)
+            assert progress.steps_done == 5
+            continue
+        with pytest.raises(ParticipantError) as info:
+            run_lockstep(LoopConfig(steps=5), participants, Sink(), progress=progress)
+        assert info.value.step == 3
+        assert info.value.detail == f"driver answered a plan of {points} points (at most {MAX_PLAN_POINTS})"
+
+
 def test_an_answer_for_another_step_is_refused() -> None:
     participants, progress = Direct({4: lambda a: dataclasses.replace(a, step=3, decided_step=3)}), LoopProgress()
     with pytest.raises(ParticipantError) as info:

@@ -381,6 +381,9 @@ def test_from_params_builds_a_config_and_names_every_bad_field() -> None:
     assert all(p.source == "run.yaml" for p in problems.values())
     with pytest.raises(ConfigError, match=r"driver\.waypoints"):
         TorchPlannerConfig(waypoints=True)
+    # a plan the loop would refuse at step 0 (core.lockstep.MAX_PLAN_POINTS) is refused here
+    with pytest.raises(ConfigError, match=r"driver\.waypoints: expected an integer from 1 to 10000, got 10001"):
+        TorchPlannerConfig(waypoints=10_001)
 
 
 def test_the_drivers_package_does_not_import_torch() -> None:
