@@ -184,6 +184,7 @@ class Watchdog:
         self.deadline_s = deadline_s
         self._timer: threading.Timer | None = None
         self._backstop = contextlib.ExitStack()
+        self._previous_handlers: dict[int, Any] = {}
 
     def __enter__(self) -> Watchdog:
         self._timer = exit_after(self.deadline_s, EXIT_FAILURE, self._last_words)
@@ -197,6 +198,9 @@ class Watchdog:
         if self._timer is not None:
             self._timer.cancel()
         self._backstop.close()
+        for sig, handler in self._previous_handlers.items():  # the process may go on (a test's)
+            signal.signal(sig, handler)
+        self._previous_handlers = {}
 
     def stop_on_signals(self) -> None:
         """Ctrl-C, SIGTERM or SIGHUP end the whole bench as the deadline does: every
@@ -208,6 +212,7 @@ class Watchdog:
             os._exit(128 + signum)
 
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._previous_handlers.setdefault(sig, signal.getsignal(sig))
             signal.signal(sig, stopped)
 
     def _last_words(self) -> None:

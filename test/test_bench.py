@@ -425,3 +425,17 @@ def test_the_bench_measures_on_localhost_discovery_whatever_the_shell_asks(monke
         assert bench.main(["--quick", "--out", os.devnull]) == 1
     assert seen == ["LOCALHOST", "LOCALHOST"]
 
+
+
+def test_the_watchdogs_signal_handlers_are_undone_when_it_ends():
+    """It left its handler (os._exit(130) on SIGINT) in place: a later test's own SIGINT
+    ended the whole pytest process, exit 130, in the middle of the suite."""
+    import signal
+
+    from simforge_ros import bench
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    with bench.Watchdog(60.0) as dog:
+        dog.stop_on_signals()
+        assert all(signal.getsignal(sig) is not handler for sig, handler in before.items())
+    assert {sig: signal.getsignal(sig) for sig in before} == before
