@@ -80,6 +80,7 @@ from simforge_ros.nodes.common import (
     declare_params,
     exit_if_stuck,
     help_requested,
+    in_dds_domain,
     make_executor,
     period,
     process_alive,
@@ -202,15 +203,25 @@ def _has_reader(publisher: Any) -> Callable[[], bool]:
 class _Peer:
     """A participant service: its client and, once it has answered, its process."""
 
-    def __init__(self, client: Client, who: str) -> None:
-        self.client, self.who = client, who
+    def __init__(self, client: Client, who: str, domain_id: int) -> None:
+        self.client, self.who, self.domain_id = client, who, domain_id
         self.pid: int | None = None
         self.host: str | None = None
+        self.local = False  # its pid is a process of this host's that is in the run's domain
         self.answered: tuple[int, str] | None = None  # (pid, host) its first answer named
         self.next_server_check = -math.inf  # wall clock (monotonic): when to count its servers again
 
+    def learn(self, pid: int, host: str | None) -> None:
+        """Its process, as it named it. Its pid is looked at in /proc only once it is seen
+        to be that process: one of this host's in the run's DDS domain. A driver in a
+        container (host network, its own pid namespace: the same host name, its own pids)
+        named a pid that was no process here, and was refused as gone while it answered;
+        one named pid 1 and died unseen. Otherwise the graph says when it has left."""
+        self.pid, self.host = pid, host
+        self.local = host == HOST and pid > 0 and in_dds_domain(pid, self.domain_id)
+
     def gone(self) -> bool:
-        if self.pid is not None and self.host == HOST:
+        if self.pid is not None and self.local:
             return not process_alive(self.pid)
         return self.pid is not None and not self.client.service_is_ready()
 
@@ -224,7 +235,7 @@ class _Peer:
         """
         if self.answered is None:
             self.answered = (pid, host)
-            self.pid, self.host = pid, host
+            self.learn(pid, host)
         elif (pid, host) != self.answered:
             first_pid, first_host = self.answered
             raise ParticipantLost(
@@ -300,9 +311,10 @@ class ClockMaster:
         self._state_pub = self.node.create_publisher(VehicleStateMsg, topics.STATE, RECORD_QOS)
         self._status_pub = self.node.create_publisher(RunStatus, topics.STATUS, LATCHED_QOS)
         self._params_pub = publish_node_params(self.node, NAME, values)
-        self._bridge = _Peer(self.node.create_client(Step, topics.STEP_SERVICE), "sim_bridge")
-        self._driver = _Peer(self.node.create_client(Decide, topics.DECIDE_SERVICE), "driver")
-        self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder")
+        domain_id = self.node.context.get_domain_id()
+        self._bridge = _Peer(self.node.create_client(Step, topics.STEP_SERVICE), "sim_bridge", domain_id)
+        self._driver = _Peer(self.node.create_client(Decide, topics.DECIDE_SERVICE), "driver", domain_id)
+        self._recorder = _Peer(self.node.create_client(Finish, topics.FINISH_SERVICE), "recorder", domain_id)
         self._peers = {p.who: p for p in (self._bridge, self._driver, self._recorder)}
         self._params_sub = watch_node_params(self.node, self._on_params)
         self._backlog = RecorderBacklog(self.config.recorder_backlog_steps)
@@ -335,7 +347,7 @@ class ClockMaster:
         """Learn each participant's process from its latched parameters (before it answers)."""
         peer, process = self._peers.get(str(info.get("node"))), info.get("process")
         if peer is not None and peer.pid is None and isinstance(process, dict) and isinstance(process.get("pid"), int):
-            peer.pid, peer.host = process["pid"], process.get("host")
+            peer.learn(process["pid"], process.get("host"))
 
     def _watch_recorder(self, step: int) -> None:
         """Refuse at once when the recorder is gone: the run would go on unrecorded, and

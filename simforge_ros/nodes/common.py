@@ -288,6 +288,37 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def in_dds_domain(pid: int, domain_id: int) -> bool:
+    """Whether local process ``pid`` holds a UDP socket on one of ``domain_id``'s DDS
+    ports (7400 + 250 * domain_id and the 249 after, the RTPS port mapping): a participant
+    of that domain, not whatever process of this host a pid from another pid namespace
+    names. False where its sockets cannot be read (another user's process)."""
+    low = 7400 + 250 * domain_id
+    inodes: set[str] = set()
+    for table in ("/proc/net/udp", "/proc/net/udp6"):
+        try:
+            with open(table) as handle:
+                rows = handle.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            if len(fields) > 9 and low <= int(fields[1].rsplit(":", 1)[1], 16) < low + 250:
+                inodes.add(fields[9])
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:[") and link[8:-1] in inodes:
+            return True
+    return False
+
+
 def die_now() -> None:
     """Fault injection `kill=NODE@K`: end this process at once, as a crash would."""
     sys.stdout.flush()

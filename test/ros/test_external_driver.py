@@ -241,6 +241,32 @@ def test_a_driver_refuses_with_a_drivers_code_only(tmp_path, monkeypatch, code, 
     assert result.refusal["detail"] == f"driver: {told}no right_turn steps=60 counted"
 
 
+@pytest.mark.parametrize("named", ["a dead pid", "pid 0"])
+def test_a_driver_naming_a_pid_that_is_not_its_process_here_is_not_refused_as_gone(tmp_path, monkeypatch, named):
+    """A driver in a container (host network, its own pid namespace) names the same host
+    and a pid of its own namespace: a late answer (0.3 s at step 5) was refused as "driver
+    (pid 12) is gone" while it answered. Its pid is looked at only once it is seen to be a
+    process of the run's domain here; otherwise the graph says when it has left."""
+    script = tmp_path / "namespaced_driver.py"
+    script.write_text(EXAMPLE.read_text().replace(
+        "        response.pid = os.getpid()\n",
+        "        if request.step == 5:\n"
+        "            __import__('time').sleep(0.3)\n"
+        "        response.pid = int(os.environ['NAMED_PID'])\n", 1))
+    if named == "pid 0":
+        pid = 0
+    else:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        pid = gone.pid  # no process here now
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver({**lease.env, "NAMED_PID": str(pid)}, tmp_path / "driver.log", script):
+            result = lockstep(tmp_path, steps=10, layout="single", driver="external")
+    assert result.status == "counted", result.refusal
+    assert manifest_of(result)["participants"]["driver"]["pid"] == (pid or None)  # as it named it (0: unsaid)
+
+
 def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatch):
     """Either answers a request first: the run was refused only when their answers
     alternated, and counted when one always won (a slower second one). The clock master
