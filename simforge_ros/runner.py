@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import gc
 import json
+import math
 import os
 import secrets
 import shlex
@@ -75,9 +76,12 @@ LAYOUTS = ("processes", "single")
 SURROUND = ["front", "left", "rear", "right"]
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 _GRACE_S = 5.0
-# Wall clock: how long a participant a signal ended before step 0 is left to the clock
-# master to name (it does at once if it was calling it) before the run is ended for it.
+# Wall clock: how long a participant a signal ended before step 0 is chained is left to the
+# clock master to name (it does at once if it was calling it) before the run is stopped for it.
 _KILLED_WAIT_S = 2.0
+# Wall clock: how long the clock master, stopped for such a node, may take to end the run
+# (it calls the recorder's Finish: a dead recorder's would be waited on to the call limit).
+_KILLED_STOP_S = 1.5
 # Wall clock: how long the `single` layout's ROS teardown may take before the process that
 # ran it is ended (SIGALRM, its stacks on stderr) rather than left hanging (ended_if_stuck).
 SINGLE_TEARDOWN_S = 20.0
@@ -268,7 +272,12 @@ def _kept_chain(steps_file: Path) -> tuple[int, str]:
     return count, last
 
 
-def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) -> RunResult:
+def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
+            recorder_apart: bool = False) -> RunResult:
+    """The run's result from the clock master's outcome (None: it left none), its exit
+    code and the recorder's manifest. ``recorder_apart``: the recorder was a process of its
+    own (processes layout), whose steps.jsonl is all it wrote when it left no manifest; in
+    the single layout it is closed (and flushed) only after this."""
     manifest_path = spec.out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else None
     notes: tuple[str, ...] = ()
@@ -290,7 +299,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int) ->
             outcome = {"status": "refused", "steps": kept, "chain_digest": chain,
                        "refusal": {"code": code, "step": -1, "detail": exited}}
             exit_code = REFUSALS[code].exit_code
-    elif manifest is None and (spec.out_dir / "steps.jsonl").is_file():
+    elif manifest is None and recorder_apart and (spec.out_dir / "steps.jsonl").is_file():
         # no manifest (the recorder was killed): what it chained, not what the clock master stepped
         kept, chain = _kept_chain(spec.out_dir / "steps.jsonl")
         outcome = {**outcome, "steps": kept, "chain_digest": chain}
@@ -486,8 +495,10 @@ def _thread_deaths() -> Iterator[list[str]]:
 _ABORTED_AT_START = {"code": Aborted.code, "step": -1, "detail": "interrupted while the nodes were starting"}
 
 
-class _StoppedAtStart(Exception):
-    """A stop signal came while the single layout's nodes were being built."""
+class _StoppedAtStart(BaseException):
+    """A stop signal came while the single layout's nodes were being built. A
+    BaseException, as KeyboardInterrupt is: an ``except Exception`` it passes through (the
+    torch planner's weights loading) must not take it for a bad configuration."""
 
 
 class _StopRelay:
@@ -600,8 +611,9 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     procs: dict[str, subprocess.Popen[bytes]] = {}
     handles = []
     not_started: str | None = None  # a node that exited with a configuration error
-    killed: str | None = None  # a participant a signal ended before step 0, the clock master not telling
+    killed: str | None = None  # a participant a signal ended before step 0, for which the run was stopped
     dead_since: dict[str, float] = {}  # wall clock: when each participant a signal ended was seen so
+    killed_stop_by = math.inf  # wall clock: the clock master, stopped for a killed node, has ended by then
     order = [n for n in NODES if (spec.record or n != "recorder") and (spec.driver != EXTERNAL or n != "driver")]
     env = dict(lease.env)
     use_fastdds_profile(env)
@@ -644,26 +656,34 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                             # is not yet calling it waits for to its start-up limit, then blames
                             # the service ("did not appear", 40 s later); one it calls, it names
                             dead_since.setdefault(name, time.monotonic())
-                    killed = next((name for name, since in dead_since.items()
-                                   if time.monotonic() - since >= _KILLED_WAIT_S), None)
-                    if not_started is not None or killed is not None:
-                        break
+                    if chained:  # step 0 is chained: the clock master was calling them, and names a loss
+                        dead_since.clear()
+                    if killed is None and (killed := next((name for name, since in dead_since.items()
+                                                           if time.monotonic() - since >= _KILLED_WAIT_S), None)):
+                        clock.send_signal(signal.SIGINT)  # it ends the run as it does any, its outcome told
+                        killed_stop_by = time.monotonic() + _KILLED_STOP_S
+                    if not_started is not None or (killed is not None and time.monotonic() > killed_stop_by):
+                        break  # (one that waits on the dead node's Finish is not waited for)
                     if on_step is not None and follower.count > shown:
                         shown = follower.count
                         on_step(shown - 1, spec.steps)  # total 0: the scenario decides
                     time.sleep(0.05)
             finally:
                 follower.close()
+            if killed is not None and clock.poll() is None:  # its outcome is not waited for: the loss is the run's
+                with contextlib.suppress(OSError):
+                    os.killpg(clock.pid, signal.SIGKILL)
             # a participant that could not start, seen only now: the clock master ended
             # between two looks (its refusal is a symptom; the node's problem is the cause)
             not_started = not_started or next(
                 (name for name, proc in procs.items() if name != "clock_master" and proc.poll() == EXIT_USAGE), None)
         with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
-            wall_deadline = time.monotonic() + (_GRACE_S if not_started is None and killed is None else 0.0)
+            ending = not_started is None and killed is None
+            wall_deadline = time.monotonic() + (_GRACE_S if ending else 1.0 if killed is not None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
                 time.sleep(0.05)
             lingering = {name for name, proc in procs.items() if proc.poll() is None}
-            if lingering and not_started is None:
+            if lingering and ending:
                 _dump_stacks(procs, lingering)
     finally:
         _stop_all(procs)
@@ -681,14 +701,16 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                        Aborted.exit_code)
     if not_started is not None:
         return _not_started(spec, not_started, procs[not_started].returncode, logs / f"{not_started}.log")
-    if killed is not None:  # the clock master's outcome, if any, came of being stopped for it
+    if killed is not None and (outcome is None or (outcome.get("refusal") or {}).get("code") == Aborted.code):
+        # stopped for it (aborted, before step 0): the loss is the run's refusal. One the
+        # clock master named itself (it was calling the node: kill=recorder@0) stands.
         proc = procs[killed]
         lost = {"code": ParticipantLost.code, "step": -1,
                 "detail": f"{killed} (pid {proc.pid}) was ended by {_exit_status(proc.returncode)} before step 0"}
         _refuse_in_manifest(spec, lost)
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": lost},
                        ParticipantLost.exit_code)
-    result = _result(spec, outcome, clock_code)
+    result = _result(spec, outcome, clock_code, recorder_apart=True)
     result = replace(result, notes=(*result.notes, *notes))
     if result.status != "counted":
         return result  # its refusal names what went wrong; a node's exit or log follows from it

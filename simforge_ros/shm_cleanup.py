@@ -42,18 +42,15 @@ def _locked(lock_file: Path) -> bool:
     return False
 
 
-def zombie_files(since: float = 0.0, shm_dir: Path = SHM_DIR, now: float | None = None,
-                 uid: int | None = None) -> list[Path]:
-    """The files of Fast DDS segments and ports whose lock file appeared at or after
-    ``since`` (time.time()), is older than MIN_AGE_S, belongs to ``uid`` (default: this
-    process's user) and is held by no process."""
+def _zombie_groups(since: float, shm_dir: Path, now: float | None, uid: int | None) -> list[list[Path]]:
+    """Each zombie's files, its lock file first (see zombie_files)."""
     now = time.time() if now is None else now
     uid = os.getuid() if uid is None else uid
     try:
         names = os.listdir(shm_dir)
     except OSError:
         return []
-    found: list[Path] = []
+    groups: list[list[Path]] = []
     for name in names:
         port = _PORT_LOCK.match(name)
         if not (port or _SEGMENT_LOCK.match(name)):
@@ -67,19 +64,37 @@ def zombie_files(since: float = 0.0, shm_dir: Path = SHM_DIR, now: float | None 
         if stat.st_uid != uid or created < since or now - created < MIN_AGE_S or _locked(lock_file):
             continue
         base = name[:-3]
-        found += [lock_file, shm_dir / base]
-        if port:
-            found.append(shm_dir / f"sem.{base}_mutex")
-    return found
+        groups.append([lock_file, shm_dir / base] + ([shm_dir / f"sem.{base}_mutex"] if port else []))
+    return groups
+
+
+def zombie_files(since: float = 0.0, shm_dir: Path = SHM_DIR, now: float | None = None,
+                 uid: int | None = None) -> list[Path]:
+    """The files of Fast DDS segments and ports whose lock file appeared at or after
+    ``since`` (time.time()), is older than MIN_AGE_S, belongs to ``uid`` (default: this
+    process's user) and is held by no process."""
+    return [path for group in _zombie_groups(since, shm_dir, now, uid) for path in group]
 
 
 def remove_zombies(since: float = 0.0, shm_dir: Path = SHM_DIR) -> int:
-    """Remove what zombie_files finds; returns how many files were removed."""
+    """Remove what zombie_files finds; returns how many files were removed. Each zombie's
+    files go while its lock file is held here: a participant that opens the same port in
+    the meantime (a new run in that domain) finds it taken, not its files gone under it."""
     removed = 0
-    for path in zombie_files(since, shm_dir):
+    for group in _zombie_groups(since, shm_dir, None, None):
         try:
-            path.unlink()
-            removed += 1
+            handle = group[0].open("ab")
         except OSError:
-            pass  # gone already, or not ours to remove
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # taken since it was looked at: in use again
+            for path in group:
+                try:
+                    path.unlink()
+                    removed += 1
+                except OSError:
+                    pass  # gone already, or not ours to remove
     return removed

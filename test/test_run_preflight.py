@@ -143,7 +143,8 @@ def test_a_run_whose_recorder_was_killed_reports_what_it_chained_not_what_was_st
     (spec.out_dir / "steps.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     lost = {"code": "participant_lost", "step": 17, "detail": "recorder (pid 7) is gone"}
     code = REFUSALS["participant_lost"].exit_code
-    result = _result(spec, {"status": "refused", "steps": 17, "chain_digest": "", "refusal": lost}, code)
+    result = _result(spec, {"status": "refused", "steps": 17, "chain_digest": "", "refusal": lost}, code,
+                     recorder_apart=True)
     assert (result.steps, result.chain_digest, result.refusal, result.exit_code) == (16, f"{15:064x}", lost, code)
 
 

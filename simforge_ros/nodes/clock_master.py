@@ -185,10 +185,11 @@ def wall_summary(cycles_ns: Sequence[int], finish_ns: int, recorder_pauses: int 
 
 
 SERVER_CHECK_S = 0.25
-# What a driver may refuse a step with: a frame it needs that is missing or stale, a camera
-# period or decision step it cannot work at, or its own error.
-DRIVER_REFUSALS = frozenset({MissingFrame.code, StaleFrame.code, RateNotMultiple.code, ParticipantError.code})
 """Wall-clock seconds of stepping between two counts of a participant service's servers."""
+DRIVER_REFUSALS = frozenset({MissingFrame.code, StaleFrame.code, RateNotMultiple.code, ParticipantError.code})
+"""What a driver may refuse a step with: a frame it needs that is missing or stale, a camera
+period or decision step it cannot work at, or its own error. Another code it gives is its
+participant_error."""
 
 
 def _cancel(futures: Iterable[Any]) -> None:

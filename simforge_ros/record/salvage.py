@@ -147,11 +147,12 @@ class McapPrefix:
                     if self.whole:  # closed by its recorder: nothing was cut off
                         raise BagError(f"{path}: the record at byte {pos} runs {end - total} bytes past the "
                                        "end of the file, which its recorder closed (corrupt)")
-                    if total - pos > _MOST_WRITTEN.get(op, _MOST_OTHER) or (op == OP_CHUNK and length > _MOST_CHUNK):
-                        # more than the writer could have been in the middle of: a length a
-                        # flipped bit enlarged, which read as "cut off" salvaged nothing
+                    if length > _MOST_LENGTH.get(op, _MOST_OTHER):
+                        # more than the writer ever writes in one: a length a flipped bit
+                        # enlarged, which read as "cut off" salvaged nothing
                         raise BagError(f"{path}: the record at byte {pos} claims {length} bytes, more than its "
-                                       f"writer writes, with {total - pos} bytes of the file after it (corrupt)")
+                                       f"writer writes in one, with {total - pos} bytes of the file after it "
+                                       "(corrupt)")
                     break  # the record the writer was in the middle of
                 if op != OP_CHUNK:
                     pos = file.seek(end)
@@ -180,13 +181,13 @@ class McapPrefix:
         self.chunks, self.messages_read, self.bytes_read = chunks, count, pos
 
 
-# The most of a record its writer (record.bag) can have written when it was stopped in the
-# middle of it: small records (the header, a schema, a channel) are written whole and far
-# under a megabyte; a chunk is closed once past 1 MiB, so holds at most that and one more
-# message, an image of IMAGE_SIDE at most.
-_MOST_WRITTEN = {OP_HEADER: 2**20, OP_SCHEMA: 2**20, OP_CHANNEL: 2**20}
+# The longest record of each kind its writer (record.bag) writes: the header, a schema and
+# a channel are far under a megabyte; a chunk is closed once past 1 MiB, so holds at most
+# that and one more message, an image of IMAGE_SIDE at most; a message index or another
+# summary record, far under 16 MiB. A record the writer was stopped in the middle of
+# claims its whole length, never more.
+_MOST_LENGTH = {OP_HEADER: 2**20, OP_SCHEMA: 2**20, OP_CHANNEL: 2**20, OP_CHUNK: 2 * 2**20 + 3 * IMAGE_SIDE[1] ** 2}
 _MOST_OTHER = 16 * 2**20
-_MOST_CHUNK = 2 * 2**20 + 3 * IMAGE_SIDE[1] ** 2
 
 
 def _string(buf: bytes, pos: int, end: int, where: str) -> tuple[str, int]:
