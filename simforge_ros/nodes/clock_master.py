@@ -770,6 +770,7 @@ class ClockMaster:
         waits: list[tuple[Callable[[], bool], str]] = [
             (peer.client.service_is_ready, f"{peer.who} service {peer.client.srv_name}") for peer in peers
         ]
+        services = {f"{peer.who} service {peer.client.srv_name}": peer.client.srv_name for peer in peers}
         if self.config.record:
             waits += [(_has_reader(pub), f"a recorder reader on {pub.topic_name}") for pub in self._record_publishers()]
             # its process, from its latched parameters: until then a recorder that dies is not
@@ -782,6 +783,15 @@ class ClockMaster:
                 if self.interrupted:
                     raise Aborted(-1, f"{self.interrupt_detail} while waiting for participants")
                 if time.monotonic() >= wall_deadline:
+                    srv = services.get(what)
+                    if srv is not None and self.node.count_services(srv) > 0:
+                        # on the graph, yet never matched: a best-effort server, say (a
+                        # service's endpoints must be reliable)
+                        names = ", ".join(self._serving_nodes(srv, want=1)) or "a node not named yet"
+                        raise ParticipantTimeout(
+                            -1, f"{what} is offered ({names}) but did not match the clock master's client "
+                                f"within {self.config.startup_timeout_s:g} s: its QoS may differ (a service's "
+                                "endpoints must be reliable)")
                     raise ParticipantTimeout(
                         -1, f"{what} did not appear within {self.config.startup_timeout_s:g} s"
                     )

@@ -320,6 +320,27 @@ def test_a_second_driver_that_never_answers_first_is_refused_once_it_serves(tmp_
         assert detail.startswith("2 nodes serve /simforge/decide ("), detail
 
 
+def test_a_driver_whose_service_cannot_match_is_named_not_said_absent(tmp_path, monkeypatch):
+    """A best-effort /simforge/decide server is on the graph, yet the clock master's client
+    never matches it: the run said the service "did not appear"."""
+    script = tmp_path / "best_effort_driver.py"
+    script.write_text(EXAMPLE.read_text().replace(
+        'self.node.create_service(Decide, "/simforge/decide", self._on_decide)',
+        'self.node.create_service(Decide, "/simforge/decide", self._on_decide, qos_profile=__import__('
+        '"rclpy.qos").qos.QoSProfile(depth=10, reliability=__import__("rclpy.qos").qos.ReliabilityPolicy.BEST_EFFORT))',
+        1))
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "driver.log", script):
+            _wait_for_nodes(lease.domain_id, "external_driver", 1)
+            result = lockstep(tmp_path, steps=5, layout="single", driver="external",
+                              sets={"clock_master": {"startup_timeout_ms": 5000}})
+    assert (result.refusal["code"], result.refusal["step"]) == ("participant_timeout", -1), result.refusal
+    assert result.refusal["detail"] == (
+        "driver service /simforge/decide is offered (/external_driver) but did not match the clock master's client "
+        "within 5 s: its QoS may differ (a service's endpoints must be reliable)")
+
+
 def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_path):
     result = lockstep(tmp_path, steps=5, layout="single", driver="external",
                       sets={"clock_master": {"startup_timeout_ms": 5000}})
