@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,24 @@ def processes_mentioning(text: str) -> list[int]:
         if text in cmdline and state not in ("Z", "X"):
             found.append(int(entry.name))
     return found
+
+
+def wait_for_nodes(domain_id: int, name: str, count: int = 1, proc: subprocess.Popen[Any] | None = None,
+                   limit_s: float = 60.0) -> None:
+    """Until ``count`` nodes named ``name`` are on ``domain_id``'s graph (a loaded machine
+    may take seconds to start a process); fail past ``limit_s`` or once ``proc`` (the
+    process meant to make one) has ended."""
+    import rclpy
+    from rclpy.node import Node
+
+    context = rclpy.Context()
+    rclpy.init(context=context, domain_id=domain_id)
+    try:
+        probe = Node("graph_probe", context=context)
+        wall_deadline = time.monotonic() + limit_s
+        while sum(1 for n, _ns in probe.get_node_names_and_namespaces() if n == name) < count:
+            assert (proc is None or proc.poll() is None) and time.monotonic() < wall_deadline, (
+                f"{count} {name} nodes did not appear" + (f": {proc.communicate()}" if proc is not None else ""))
+            time.sleep(0.05)
+    finally:
+        rclpy.shutdown(context=context)

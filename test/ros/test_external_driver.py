@@ -10,13 +10,12 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from runs import lockstep, manifest_of, simforge, steps_of
+from runs import lockstep, manifest_of, simforge, steps_of, wait_for_nodes
 
 from simforge_ros.isolation import lease_domain
 from simforge_ros.process_tuning import LAUNCHER_ENV
@@ -45,22 +44,6 @@ def external_driver(env: Mapping[str, str], log: Path, script: Path = EXAMPLE) -
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def _wait_for_nodes(domain_id: int, name: str, count: int, limit_s: float = 30.0) -> None:
-    import rclpy
-    from rclpy.node import Node
-
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain_id)
-    try:
-        probe = Node("graph_probe", context=context)
-        deadline = time.monotonic() + limit_s
-        while sum(1 for n, _ns in probe.get_node_names_and_namespaces() if n == name) < count:
-            assert time.monotonic() < deadline, f"{count} {name} nodes did not appear"
-            time.sleep(0.05)
-    finally:
-        rclpy.shutdown(context=context)
 
 
 def _discovery_of_nodes(launcher_pid: int, seen: dict[int, str], stop: threading.Event) -> None:
@@ -194,7 +177,7 @@ def test_a_recorder_told_to_await_the_drivers_parameters_does_not_start_the_run_
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "driver.log"):
-            _wait_for_nodes(lease.domain_id, "external_driver", 1)  # Finish is the one service missing
+            wait_for_nodes(lease.domain_id, "external_driver", 1)  # Finish is the one service missing
             result = lockstep(tmp_path, steps=5, layout="processes", driver="external",
                               sets={"recorder": {"await_driver": True}, "clock_master": {"startup_timeout_ms": 10000}})
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_timeout", -1)
@@ -276,7 +259,7 @@ def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatc
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "one.log") as one, \
                 external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)) as two:
-            _wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
+            wait_for_nodes(lease.domain_id, "external_driver", 2)  # both announced before the run starts
             result = lockstep(tmp_path, steps=100, layout="single", driver="external",
                               sets={"clock_master": {"real_time_factor": 1.0}})
     assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
@@ -305,7 +288,7 @@ def test_a_second_driver_that_never_answers_first_is_refused_once_it_serves(tmp_
             if k == 3 and not started:
                 started.append(later.enter_context(external_driver(lease.env, tmp_path / "two.log", slow)).pid)
                 # on a loaded machine its start-up may outlast the run: it serves before step 4
-                _wait_for_nodes(lease.domain_id, "external_driver", 2)
+                wait_for_nodes(lease.domain_id, "external_driver", 2)
 
         with external_driver(lease.env, tmp_path / "one.log") as one:
             result = lockstep(tmp_path, steps=100, layout="single", driver="external", on_step=start_the_second,
@@ -332,7 +315,7 @@ def test_a_driver_whose_service_cannot_match_is_named_not_said_absent(tmp_path, 
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         with external_driver(lease.env, tmp_path / "driver.log", script):
-            _wait_for_nodes(lease.domain_id, "external_driver", 1)
+            wait_for_nodes(lease.domain_id, "external_driver", 1)
             result = lockstep(tmp_path, steps=5, layout="single", driver="external",
                               sets={"clock_master": {"startup_timeout_ms": 5000}})
     assert (result.refusal["code"], result.refusal["step"]) == ("participant_timeout", -1), result.refusal

@@ -10,10 +10,9 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
-from runs import lockstep, manifest_of, steps_of
+from runs import lockstep, manifest_of, steps_of, wait_for_nodes
 
 from simforge_ros import topics
 from simforge_ros.core.values import CameraExtrinsics, Pose2D, VehicleState
@@ -144,7 +143,8 @@ def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, 
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
         stack = subprocess.Popen([sys.executable, str(script), "--seconds", "60"], env=dict(lease.env))
         try:
-            _wait_for_node(lease.domain_id, "users_stack", stack)  # its /tf_static is out, latched
+            wait_for_nodes(lease.domain_id, "users_stack", proc=stack)
+            time.sleep(0.5)  # its /tf_static is out, latched (published right after its node is made)
             run = lockstep(tmp_path, steps=60, layout=layout, sets={**sets, "clock_master": {"real_time_factor": 1.0}})
             assert stack.poll() is None, "the user's stack should still be running"
         finally:
@@ -164,20 +164,3 @@ def test_another_nodes_tf_in_the_runs_domain_is_left_out(tmp_path, monkeypatch, 
     for topic in (topics.TF, topics.TF_STATIC):  # the stack's messages came, and were left out
         assert f"{topic}: a message with other transforms than the bridge's" in said
     assert verify_run(Path(run.run_dir)).ok
-
-
-def _wait_for_node(domain_id: int, name: str, proc: Any, limit_s: float = 60.0) -> None:
-    import rclpy
-    from rclpy.node import Node
-
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain_id)
-    try:
-        probe = Node("graph_probe", context=context)
-        wall_deadline = time.monotonic() + limit_s
-        while name not in (n for n, _ns in probe.get_node_names_and_namespaces()):
-            assert proc.poll() is None and time.monotonic() < wall_deadline, f"no {name} node"
-            time.sleep(0.05)
-        time.sleep(0.5)  # it publishes /tf_static right after making its node
-    finally:
-        rclpy.shutdown(context=context)

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from runs import lockstep
+from runs import lockstep, wait_for_nodes
 
 from simforge_ros.isolation import lease_domain
 
@@ -31,7 +31,7 @@ def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path
         env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
         proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         # well into the wait: its node is on the graph (a loaded machine may take seconds to start it)
-        _wait_for_node(lease.domain_id, "simforge_pause" if tool == "pause" else "simforge_player", proc)
+        wait_for_nodes(lease.domain_id, "simforge_pause" if tool == "pause" else "simforge_player", proc=proc)
         time.sleep(0.5)
         assert proc.poll() is None, proc.communicate()
         start = time.monotonic()
@@ -40,19 +40,3 @@ def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path
     assert time.monotonic() - start < 5.0
     assert proc.returncode == 1, err
     assert err.strip() == f"simforge {tool}: interrupted", err
-
-
-def _wait_for_node(domain_id: int, name: str, proc: subprocess.Popen[str], limit_s: float = 60.0) -> None:
-    import rclpy
-    from rclpy.node import Node
-
-    context = rclpy.Context()
-    rclpy.init(context=context, domain_id=domain_id)
-    try:
-        probe = Node("graph_probe", context=context)
-        wall_deadline = time.monotonic() + limit_s
-        while name not in (n for n, _ns in probe.get_node_names_and_namespaces()):
-            assert proc.poll() is None and time.monotonic() < wall_deadline, f"no {name} node: {proc.communicate()}"
-            time.sleep(0.05)
-    finally:
-        rclpy.shutdown(context=context)
