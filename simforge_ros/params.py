@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Printed, Problem
-from simforge_ros.core.limits import IMAGE_SIDE, INT64
+from simforge_ros.core.limits import IMAGE_SIDE, INT64, PLANNER_SAMPLES
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
 
@@ -130,7 +130,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("frame_timeout_ms", "int", 5_000, "wall-clock wait for a named frame", positive=True),
         *_period("planning_period", 500_000, "torch planner: planning period", positive=True),
         ParamSpec("deterministic", "bool", True, "torch planner: deterministic algorithms"),
-        ParamSpec("samples", "int", 1, "torch planner: trajectory samples", positive=True),
+        ParamSpec("samples", "int", 1, "torch planner: trajectory samples", minimum=PLANNER_SAMPLES[0],
+                  maximum=PLANNER_SAMPLES[1]),
         ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
         ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
         ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights", minimum=0),

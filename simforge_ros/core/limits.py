@@ -19,3 +19,9 @@ MAX_TIME_US = 86_400_000_000
 
 IMAGE_SIDE = (2, 8192)
 """Camera image width and height in pixels: the renderer needs 2, 8192 is an 8K frame."""
+
+PLANNER_SAMPLES = (1, 1024)
+"""The torch planner's trajectory samples a call: 10^8 asked torch for 51 GB at once."""
+
+TORCH_THREADS = (1, 256)
+"""torch's intra-op threads for a deterministic planner: 100 000 ended the process (SIGSEGV)."""

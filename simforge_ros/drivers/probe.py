@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.limits import INT64, PLANNER_SAMPLES, TORCH_THREADS
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.values import Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
@@ -198,11 +199,14 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help is 0, a usage error 2
         return int(exc.code or 0)
-    for flag, value, low in (("--calls", args.calls, 1), ("--samples", args.samples, 1),
-                             ("--threads", args.threads, 1), ("--seed", args.seed, 0),
-                             ("--weights-seed", args.weights_seed, 0)):
-        if value is not None and value < low:  # --seed -3 used to fail in numpy: "expected non-negative integer"
-            print(f"simforge probe-driver: {flag}: expected an integer >= {low}, got {value}", file=sys.stderr)
+    for flag, value, (low, high) in (("--calls", args.calls, (1, None)), ("--samples", args.samples, PLANNER_SAMPLES),
+                                     ("--threads", args.threads, TORCH_THREADS), ("--seed", args.seed, (0, INT64[1])),
+                                     ("--weights-seed", args.weights_seed, (0, INT64[1]))):
+        # --seed -3 failed in numpy, --threads 100000 ended the process (SIGSEGV), --samples
+        # 10^8 asked torch for 51 GB, --weights-seed 10^20 said only "Overflow when unpacking"
+        if value is not None and (value < low or (high is not None and value > high)):
+            expected = f"an integer >= {low}" if high is None else f"an integer from {low} to {high}"
+            print(f"simforge probe-driver: {flag}: expected {expected}, got {value}", file=sys.stderr)
             return EXIT_USAGE
     try:
         run = run_settings(args.inputs) if args.inputs is not None and run_settings is not None else None

@@ -32,6 +32,7 @@ from simforge_ros.core.errors import (
     RateNotMultiple,
     one_line,
 )
+from simforge_ros.core.limits import PLANNER_SAMPLES, TORCH_THREADS
 from simforge_ros.core.lockstep import MAX_PLAN_POINTS
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
@@ -92,8 +93,10 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "weights_path": (lambda v: v is None or isinstance(v, str), "a weights file path, or empty"),
     "weights_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
     "deterministic": (lambda v: isinstance(v, bool), "true or false"),
-    "num_threads": _POSITIVE_INT,
-    "samples": _POSITIVE_INT,
+    "num_threads": (lambda v: _is_int(v) and TORCH_THREADS[0] <= v <= TORCH_THREADS[1],
+                    f"an integer from {TORCH_THREADS[0]} to {TORCH_THREADS[1]}"),
+    "samples": (lambda v: _is_int(v) and PLANNER_SAMPLES[0] <= v <= PLANNER_SAMPLES[1],
+                f"an integer from {PLANNER_SAMPLES[0]} to {PLANNER_SAMPLES[1]}"),
     "sample_reduce": (lambda v: v in _REDUCES, "one of " + ", ".join(_REDUCES)),
     "sample_noise_std": (lambda v: _is_num(v) and v >= 0, "a finite number >= 0"),
     "dtype": (lambda v: v in _DTYPES, "one of " + ", ".join(_DTYPES)),

@@ -114,37 +114,60 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cameras", default=None,
                         help=f"comma list from {','.join(CAMERA_NAMES)} (default chase,front; for a run: "
                              "every frame the step names)")
-    parser.add_argument("--decision-us", type=int, default=DEFAULT_DECISION_US)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--width", type=int, default=320)
-    parser.add_argument("--height", type=int, default=180)
-    parser.add_argument("--no-topdown", action="store_true", help="skip <scenario>_topdown.png")
-    parser.add_argument("--topdown-only", action="store_true", help="write only <scenario>_topdown.png")
+    # unset (None): a run's frames are its own, and these draw a scenario only
+    parser.add_argument("--decision-us", type=int, default=None, help=f"default {DEFAULT_DECISION_US}")
+    parser.add_argument("--seed", type=int, default=None, help="default 0")
+    parser.add_argument("--width", type=int, default=None, help="default 320")
+    parser.add_argument("--height", type=int, default=None, help="default 180")
+    topdown = parser.add_mutually_exclusive_group()
+    topdown.add_argument("--no-topdown", action="store_true", help="skip <scenario>_topdown.png")
+    topdown.add_argument("--topdown-only", action="store_true", help="write only <scenario>_topdown.png")
     args = parser.parse_args(argv)
-    problem = _flag_problem(args)
-    if problem:
-        say("render", problem)
-        return EXIT_USAGE
     if args.out == "":  # named no directory: the PNGs went to the default one unasked
         say("render", f"--out: expected a directory simforge can create ({out_dir_problem('')}), got ''")
         return EXIT_USAGE
     cameras = [c for c in (args.cameras or "chase,front").split(",") if c]
+    if args.cameras is not None and (not cameras or len(set(cameras)) < len(cameras)):
+        # ",," drew nothing of a scenario and every frame of a run; "front,front" drew it twice
+        parser.error(f"--cameras: expected distinct names from {','.join(CAMERA_NAMES)}, got {args.cameras!r}")
     if Path(args.scenario).is_dir():  # a kept run: its cameras are what its steps name
-        if args.topdown_only:
-            parser.error("--topdown-only draws a scenario, not a run")
+        scenario_only = [flag for flag, value in (("--decision-us", args.decision_us), ("--seed", args.seed),
+                                                  ("--width", args.width), ("--height", args.height),
+                                                  ("--no-topdown", args.no_topdown or None),
+                                                  ("--topdown-only", args.topdown_only or None)) if value is not None]
+        if scenario_only:  # a run's frames are as it recorded them: these were ignored
+            parser.error(f"{', '.join(scenario_only)}: for a scenario, not a run (its frames are as recorded)")
         out = args.out if args.out is not None else "."
         return _render_run(Path(args.scenario), args.step, out, cameras if args.cameras else None)
+    if args.topdown_only and args.step is not None:  # it drew the route whatever the step, -1 too
+        parser.error("--step: --topdown-only draws the whole route, at no step")
+    args.decision_us = DEFAULT_DECISION_US if args.decision_us is None else args.decision_us
+    args.seed = 0 if args.seed is None else args.seed
+    args.width = 320 if args.width is None else args.width
+    args.height = 180 if args.height is None else args.height
+    problem = _flag_problem(args)
+    if problem:
+        say("render", problem)
+        return EXIT_USAGE
     unknown = [c for c in cameras if c not in CAMERA_NAMES]
     if unknown:
         parser.error(f"unknown camera(s) {unknown}; known: {', '.join(CAMERA_NAMES)}")
     args.out = args.out or "."  # once docs/: run from the repository, it wrote over the README's pictures
     args.step = 60 if args.step is None else args.step
+    try:
+        sc = load_scenario(args.scenario)
+        last = sc.duration_us // args.decision_us
+        if not args.topdown_only and not 0 <= args.step <= last:  # before --out is made: nothing left behind
+            raise ValueError(f"step: expected a decision step from 0 to {last} ({sc.name} lasts "
+                             f"{sc.duration_us / 1e6:g} s, a step is {args.decision_us} us), got {args.step}")
+    except (ScenarioError, ValueError, OSError) as err:
+        say("render", err)
+        return EXIT_USAGE
     problem = out_dir_problem(args.out)
     if problem is not None:
         say("render", f"--out: expected a directory simforge can create ({problem}), got {args.out!r}")
         return EXIT_USAGE
     try:
-        sc = load_scenario(args.scenario)
         written: list[Path] = []
         if not args.topdown_only:
             written += write_camera_pngs(

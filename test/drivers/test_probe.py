@@ -117,9 +117,20 @@ def test_inputs_probe_the_runs_own_model_unless_the_command_line_names_one(
 
 def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--samples", "0"]) == 2
-    assert capsys.readouterr().err == "simforge probe-driver: --samples: expected an integer >= 1, got 0\n"
+    assert capsys.readouterr().err == "simforge probe-driver: --samples: expected an integer from 1 to 1024, got 0\n"
     assert main(["--seed", "-3"]) == 2
-    assert capsys.readouterr().err == "simforge probe-driver: --seed: expected an integer >= 0, got -3\n"
+    assert capsys.readouterr().err == ("simforge probe-driver: --seed: expected an integer from 0 to "
+                                       "9223372036854775807, got -3\n")
+    # past what the planner takes: 100 000 threads ended the process (SIGSEGV), 10^8 samples
+    # asked torch for 51 GB, a seed past int64 said only "Overflow when unpacking long long"
+    for flag, value, expected in (("--threads", "100000", "from 1 to 256"),
+                                  ("--samples", "100000000", "from 1 to 1024"),
+                                  ("--weights-seed", "99999999999999999999", "from 0 to 9223372036854775807")):
+        assert main([flag, value]) == 2
+        said = capsys.readouterr().err
+        assert said == f"simforge probe-driver: {flag}: expected an integer {expected}, got {value}\n"
+    assert main(["--calls", "0"]) == 2
+    assert capsys.readouterr().err == "simforge probe-driver: --calls: expected an integer >= 1, got 0\n"
     assert main(["--deterministic", "maybe"]) == 2
     assert main(["--weights", "/nonexistent/planner.pt", "--calls", "1"]) == 2
     assert "driver.weights:" in capsys.readouterr().err

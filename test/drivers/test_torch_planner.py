@@ -376,7 +376,7 @@ def test_from_params_builds_a_config_and_names_every_bad_field() -> None:
         from_params(bad, source="run.yaml")
     problems = {p.field: p for p in info.value.problems}
     assert set(problems) == {f"driver.{k}" for k in bad}
-    assert problems["driver.samples"].expected == "a positive integer"
+    assert problems["driver.samples"].expected == "an integer from 1 to 1024"
     assert "float32" in problems["driver.dtype"].expected
     assert all(p.source == "run.yaml" for p in problems.values())
     with pytest.raises(ConfigError, match=r"driver\.waypoints"):

@@ -167,3 +167,27 @@ def test_render_draws_into_the_current_directory_by_default_and_names_the_step(t
     assert main(["right_turn", "--step", "1", "--cameras", "front", "--no-topdown"]) == 0
     assert main(["right_turn", "--step", "2", "--cameras", "front", "--no-topdown"]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["right_turn_step1_front.png", "right_turn_step2_front.png"]
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--cameras", "front,front"], "--cameras: expected distinct names from"),
+    (["--cameras", ",,"], "--cameras: expected distinct names from"),
+    (["--topdown-only", "--no-topdown"], "not allowed with argument"),
+    (["--topdown-only", "--step", "-1"], "--step: --topdown-only draws the whole route, at no step"),
+])
+def test_render_refuses_arguments_that_drew_twice_nothing_or_ignored_themselves(tmp_path, capsys, args, said):
+    """"front,front" wrote one PNG two times, ",," none (and all of a run's), both topdown
+    flags nothing, and --topdown-only took any --step."""
+    with pytest.raises(SystemExit) as info:
+        main(["red_signal", "--out", str(tmp_path / "o"), *args])
+    assert info.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("scenario, args", [("right_turn", ["--step", "99999999"]), ("no_such_scenario", [])])
+def test_a_refused_render_leaves_no_out_directory_behind(tmp_path, capsys, scenario, args):
+    """The scenario and the step are checked before --out is made: a refused render left an
+    empty directory."""
+    assert main([scenario, "--out", str(tmp_path / "o"), "--no-topdown", *args]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert not (tmp_path / "o").exists()

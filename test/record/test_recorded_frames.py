@@ -85,7 +85,7 @@ def test_render_of_a_run_refuses_in_one_line(make_run, tmp_path, capsys):
     assert main([str(run_dir), "--out", str(tmp_path)]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("simforge render: ")]
     assert err[0].endswith("step: expected a recorded step from 0 to 7, got 99")
-    assert err[1] == "simforge render: error: --topdown-only draws a scenario, not a run"
+    assert err[1] == "simforge render: error: --topdown-only: for a scenario, not a run (its frames are as recorded)"
     assert err[2].startswith(f"simforge render: {run_dir}/manifest.json: not valid JSON")
     assert not list(tmp_path.glob("*.png"))
 
@@ -103,6 +103,17 @@ def test_render_of_a_run_names_out_when_it_is_a_file_or_empty(make_run, tmp_path
     assert capsys.readouterr().err == (
         f"simforge render: --out: expected a directory simforge can create ({why}), got {out!r}\n")
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_render_of_a_run_refuses_the_options_of_a_scenario(make_run, tmp_path, capsys):
+    """--width 16 --decision-us 20000 wrote the run's 320x180 frames, exit 0."""
+    run_dir = make_run(steps=4)
+    with pytest.raises(SystemExit) as usage:
+        main([str(run_dir), "--width", "16", "--decision-us", "20000", "--out", str(tmp_path / "o")])
+    assert usage.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "simforge render: error: --decision-us, --width: for a scenario, not a run (its frames are as recorded)")
+    assert not (tmp_path / "o").exists()
 
 
 def test_frames_in_other_encodings_become_rgb():
