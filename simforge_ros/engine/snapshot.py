@@ -38,6 +38,14 @@ def _scenario(s: Scenario | str | Path) -> Scenario:
     return s if isinstance(s, Scenario) else load_scenario(s)
 
 
+def check_step(scenario: Scenario, step: int, decision_us: int) -> None:
+    """Raises ValueError unless ``step`` is a decision step of ``scenario``."""
+    last = scenario.duration_us // decision_us
+    if not 0 <= step <= last:
+        raise ValueError(f"step: expected a decision step from 0 to {last} ({scenario.name} lasts "
+                         f"{scenario.duration_us / 1e6:g} s, a step is {decision_us} us), got {step}")
+
+
 def drive_to_step(
     scenario: Scenario,
     step: int,
@@ -50,10 +58,7 @@ def drive_to_step(
     """An engine driven by the RouteFollower from step 0 to ``step``."""
     if decision_us <= 0 or decision_us % tick_us != 0:
         raise ValueError(f"decision_us {decision_us} must be a positive multiple of tick_us {tick_us}")
-    last = scenario.duration_us // decision_us
-    if not 0 <= step <= last:
-        raise ValueError(f"step: expected a decision step from 0 to {last} ({scenario.name} lasts "
-                         f"{scenario.duration_us / 1e6:g} s, a step is {decision_us} us), got {step}")
+    check_step(scenario, step, decision_us)
     engine = Engine(scenario, seed, tick_us=tick_us, width=width, height=height)
     policy = RouteFollower(scenario)
     policy.reset(seed, decision_us)
@@ -156,10 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     args.step = 60 if args.step is None else args.step
     try:
         sc = load_scenario(args.scenario)
-        last = sc.duration_us // args.decision_us
-        if not args.topdown_only and not 0 <= args.step <= last:  # before --out is made: nothing left behind
-            raise ValueError(f"step: expected a decision step from 0 to {last} ({sc.name} lasts "
-                             f"{sc.duration_us / 1e6:g} s, a step is {args.decision_us} us), got {args.step}")
+        if not args.topdown_only:  # before --out is made: nothing left behind
+            check_step(sc, args.step, args.decision_us)
     except (ScenarioError, ValueError, OSError) as err:
         say("render", err)
         return EXIT_USAGE
