@@ -398,7 +398,7 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
             if param == QOS_OVERRIDES or param.startswith(QOS_OVERRIDES + "."):
                 if notes is not None:
                     notes.append(f"{source}: {label}.{param} ignored: simforge's publishers and subscriptions "
-                                 "take no QoS overrides (their QoS is the run's, README: Topics)")
+                                 "take no QoS overrides (their QoS is the run's, README: Architecture)")
                 continue
             if not shared:
                 params.setdefault(nodes[0], {})[param] = value

@@ -424,7 +424,7 @@ def test_qos_overrides_are_left_out_with_a_note(tmp_path):
     notes: list[str] = []
     assert read_params_file(path, notes)["sim_bridge"] == {"width": 640}
     assert notes == [f"{path}: sim_bridge.qos_overrides ignored: simforge's publishers and subscriptions take no "
-                     "QoS overrides (their QoS is the run's, README: Topics)"]
+                     "QoS overrides (their QoS is the run's, README: Architecture)"]
 
 
 def test_a_float_too_small_for_rcl_to_read_back_is_refused():

@@ -53,6 +53,13 @@ def settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return found
 
 
+def _steps_asked(manifest: Mapping[str, Any]) -> int | None:
+    """The run's --steps (clock_master.steps), None for the whole scenario: said with the
+    status, as a refused run's recorded steps tell nothing of how long it was to be."""
+    asked = _at(manifest, "nodes", "clock_master", "params").get("steps")
+    return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
+
+
 def run_info(run: RunDir) -> dict[str, Any]:
     """What `simforge info --json` prints: the manifest's answers, named plainly."""
     manifest = run.manifest
@@ -74,6 +81,7 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "refusal": manifest["refusal"],
         "steps": manifest["steps"],
         "expected_steps": manifest["expected_steps"],
+        "steps_asked": _steps_asked(manifest),
         "layout": layout_of(run),
         "driver": {"policy": "external" if external else _at(manifest, "nodes", "driver", "params").get("policy"),
                    **{k: driver.get(k) for k in ("node", "pid", "host")}},
@@ -139,6 +147,8 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     refusal = info["refusal"]
     status = f"counted, {info['steps']} steps" if refusal is None else (
         f"refused: {refusal.get('code')} at step {refusal.get('step')}; {info['steps']} steps recorded")
+    if info.get("steps_asked") is not None:
+        status += f" (--steps {info['steps_asked']})"
     bridge, contract = info["bridge"], info["contract"]
     cameras = bridge.get("cameras")
     rig = "no camera" if not cameras else (

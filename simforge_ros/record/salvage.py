@@ -518,6 +518,20 @@ def _compared(report: Mapping[str, Any]) -> str:
     return f"{kept} in the kept {STEPS}, the same records{more}"
 
 
+def _new_dir_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be made, tried and taken back (its parent can be written to, yet
+    /proc/x cannot be made even by root: that was a write failure, exit 1); None when it can,
+    or when it is there already (salvage itself then refuses it, as never overwritten)."""
+    if out.exists() or out.is_symlink():
+        return None
+    try:
+        out.mkdir()
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    out.rmdir()
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 with a salvaged run written, 1 when the bag and the kept record disagree,
     2 on bad input."""
@@ -537,7 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("salvage", f"--out: expected a new run directory outside the kept run (it is never changed), got "
                        f"{args.out!r}")
         return EXIT_USAGE
-    if run.is_dir() and (problem := out_dir_problem(str(out.parent))) is not None:
+    if run.is_dir() and (problem := out_dir_problem(str(out.parent)) or _new_dir_problem(out)) is not None:
         # as run, rerun and render refuse such an --out: a usage error, not "the records disagree"
         say("salvage", f"--out: expected a new run directory in a directory simforge can create and write to "
                        f"({problem}), got {str(out)!r}")

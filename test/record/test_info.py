@@ -77,6 +77,20 @@ def test_a_refused_run_says_its_refusal_and_what_it_kept(make_run, capsys):
     assert any(line.startswith("bag        sqlite3, ") for line in out)
 
 
+def test_the_steps_asked_are_said_with_the_status(make_run):
+    """A refused run's recorded steps tell nothing of how long it was to be: --steps is
+    said (it is no setting: a run option), and nothing where the whole scenario was asked."""
+    run = make_run("short", steps=40, refuse_at=20)
+    assert run_info(load_run(run))["steps_asked"] is None
+    manifest_path = run / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["nodes"]["clock_master"]["params"]["steps"] = 60
+    manifest_path.write_text(json.dumps(manifest))
+    info = run_info(load_run(run))
+    assert info["steps_asked"] == 60 and "clock_master.steps" not in info["settings"]
+    assert describe(info)[1].endswith("20 steps recorded (--steps 60)")
+
+
 def test_json_carries_the_same_as_the_text(make_run, capsys):
     run = make_run("kept", steps=10)
     assert main([str(run), "--json"]) == 0

@@ -325,7 +325,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     said = simforge("info", rows[0]["run_dir"], cwd=tmp_path)
     assert said.returncode == 0, said.stderr
     lines = said.stdout.splitlines()
-    assert lines[1] == "status     counted, 8 steps"
+    assert lines[1] == "status     counted, 8 steps (--steps 8)"
     assert re.fullmatch(r"driver     route \(node /driver, pid \d+ on .+\)", lines[3]), lines[3]
     assert lines[4].startswith("bridge     embedded: cameras chase, front, every step, 320x180 (node /sim_bridge, ")
     assert "layout     single" in lines and "settings   the defaults" in lines
@@ -336,7 +336,7 @@ def test_cli_run_json_and_exit_codes(tmp_path):
     assert floor.stdout.splitlines()[1].endswith("the noise floor is 0")
     kept = tmp_path / "runs" / refused.stdout.split()[0]
     said = simforge("info", str(kept), cwd=tmp_path)
-    assert said.stdout.splitlines()[1] == "status     refused: missing_frame at step 3; 3 steps recorded"
+    assert said.stdout.splitlines()[1] == "status     refused: missing_frame at step 3; 3 steps recorded (--steps 8)"
     # a fault the run never reached is named, not silently counted as injected
     unfired = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--inject", "drop_frame@7",
                        "--inject", "lose_answer=recorder@1", "--out", str(tmp_path / "runs"), cwd=tmp_path)

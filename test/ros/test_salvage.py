@@ -293,6 +293,10 @@ def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_e
     (tmp_path / "a_file").write_text("")
     out = simforge("salvage", str(killed), "--out", str(tmp_path / "a_file" / "s"), cwd=tmp_path)
     assert out.returncode == 2 and "(a file of that name is there, not a directory)" in out.stderr, out.stderr
+    # a parent that root may write to, where nothing can be made: exit 1 ("writing failed") before
+    out = simforge("salvage", str(killed), "--out", "/proc/simforge-salvage-out", cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.startswith("simforge salvage: --out: expected a new run directory"), \
+        out.stderr
     out = simforge("salvage", str(tmp_path / "a_file"), cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip() == f"simforge salvage: {tmp_path / 'a_file'}: not a run directory (not a directory)"
