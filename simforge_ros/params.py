@@ -336,7 +336,7 @@ def _quiet_stderr() -> Iterator[None]:
         os.close(saved)
 
 
-def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, dict[str, Any]]:
+def read_params_file(path: Path, notes: list[str] | None = None, ask_rcl: bool = True) -> dict[str, dict[str, Any]]:
     """A ROS 2 parameter file (``node: ros__parameters: {param: value}``), read as every
     ROS 2 node reads it (rcl: core.yaml_file.RclLoader types its values) and validated
     against the nodes' declarations; every problem is named with the file.
@@ -351,6 +351,8 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
     A stack's file holds other nodes' sections and shared parameters for them: as a ROS 2
     node takes only its own, those are left out with a note, unless the name is within a
     typo of a simforge node's (``sim_brige``) or parameter's: that is refused, naming it.
+    ``ask_rcl=False``: rcl is not asked (a node about to start rclpy with the file, which
+    says rcl's refusal itself).
 
     Raises:
         ConfigError: the file is missing, not YAML, not in that form, or names an unknown
@@ -420,7 +422,7 @@ def read_params_file(path: Path, notes: list[str] | None = None) -> dict[str, di
         problems.extend(err.problems)
     if problems:
         raise ConfigError(problems)
-    refused = rcl_refusal(path)  # what only rcl says: another node's section it cannot parse
+    refused = rcl_refusal(path) if ask_rcl else None  # what only rcl says: another node's section it cannot parse
     if refused is not None:
         raise ConfigError.single(source, "file", "a file ROS 2's parameter parser (rcl) reads, as every node "
                                                  "is given it", Printed(f"one it refuses: {refused}"))

@@ -13,6 +13,7 @@ Three layouts hold them, looked at in this order:
 from __future__ import annotations
 
 import sys
+from collections.abc import MutableMapping
 from pathlib import Path
 
 PACKAGE = "simforge_ros"
@@ -36,3 +37,28 @@ def find_dirs(rel: str, package_dir: Path = _PACKAGE_DIR, prefix: Path | None = 
 def find_file(rel: str, package_dir: Path = _PACKAGE_DIR, prefix: Path | None = None) -> Path | None:
     """The first existing file named ``rel``; None where no layout has it."""
     return next((p for p in candidates(rel, package_dir, prefix) if p.is_file()), None)
+
+
+FASTDDS_PROFILE = "fastdds_shm.xml"
+
+
+def fastdds_profile(name: str = FASTDDS_PROFILE) -> Path | None:
+    """config/<name>: the source tree's, or an install's share/simforge_ros/config.
+
+    Node processes get config/fastdds_shm.xml unless the user named a Fast DDS profile:
+    the default 512 KB shared-memory segment is smaller than one step of the four-camera
+    rig (about 700 KB), and its writers' 100 ms heartbeats have a reader acknowledge the
+    last records in time for Finish (Fast DDS's 3 s made every run's end wait its 2 s out).
+    `simforge play` gets config/fastdds_play.xml (record.play).
+    """
+    return find_file(f"config/{name}")
+
+
+def use_fastdds_profile(env: MutableMapping[str, str], name: str = FASTDDS_PROFILE) -> None:
+    """Name config/<name> in ``env`` as the Fast DDS profile file, unless the user named
+    one there (theirs alone applies then). Fast DDS reads it when a process makes its
+    first participant."""
+    profile = fastdds_profile(name)
+    named = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
+    if profile is not None and not named:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)

@@ -22,13 +22,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from simforge_ros import resources, topics
+from simforge_ros import topics
 from simforge_ros.core.errors import (
     EXIT_FAILURE,
     EXIT_USAGE,
@@ -66,6 +66,7 @@ from simforge_ros.process_tuning import (
 )
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.rundir import DOMAIN, PARAMS
+from simforge_ros.resources import use_fastdds_profile
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
 DRIVERS = ("route", "torch", "external")  # drivers.registry.POLICIES, then EXTERNAL (a test holds it)
@@ -85,7 +86,6 @@ _KILLED_STOP_S = 1.5
 # Wall clock: how long the `single` layout's ROS teardown may take before the process that
 # ran it is ended (SIGALRM, its stacks on stderr) rather than left hanging (ended_if_stuck).
 SINGLE_TEARDOWN_S = 20.0
-_PROFILE = "fastdds_shm.xml"
 
 
 @dataclass(frozen=True)
@@ -893,26 +893,6 @@ def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunRe
     _refuse_in_manifest(spec, refusal)  # the recorder's says only that the run did not finish
     return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": refusal},
                    ParticipantError.exit_code)
-
-
-def use_fastdds_profile(env: MutableMapping[str, str], name: str = _PROFILE) -> None:
-    """Name config/<name> in ``env`` as the Fast DDS profile file, unless the user named
-    one there (theirs alone applies then). Fast DDS reads it when a process makes its
-    first participant."""
-    profile = fastdds_profile(name)
-    named = env.get("FASTDDS_DEFAULT_PROFILES_FILE") or env.get("FASTRTPS_DEFAULT_PROFILES_FILE")
-    if profile is not None and not named:
-        env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(profile)
-
-
-def fastdds_profile(name: str = _PROFILE) -> Path | None:
-    """config/<name>: the source tree's, or an install's share/simforge_ros/config (resources).
-
-    Node processes get config/fastdds_shm.xml unless the user named a Fast DDS profile:
-    the default 512 KB shared-memory segment is smaller than one step of the four-camera
-    rig (about 700 KB). `simforge play` gets config/fastdds_play.xml (record.play).
-    """
-    return resources.find_file(f"config/{name}")
 
 
 def _dump_stacks(procs: Mapping[str, subprocess.Popen[bytes]], names: set[str]) -> None:

@@ -146,7 +146,7 @@ def test_the_play_profile_sets_only_the_writers_heartbeat():
     import xml.etree.ElementTree as ET
 
     from simforge_ros.record.play import PLAY_PROFILE
-    from simforge_ros.runner import fastdds_profile
+    from simforge_ros.resources import fastdds_profile
 
     path = fastdds_profile(PLAY_PROFILE)
     assert path is not None and path.name == "fastdds_play.xml"

@@ -87,6 +87,7 @@ from simforge_ros.nodes.common import (
     publish_node_params,
     spin_future,
     spin_until,
+    start_rclpy,
     watch_node_params,
 )
 from simforge_ros.process_tuning import (
@@ -122,6 +123,11 @@ RESEND_S = 1.0
 # hears which node it belongs to, a separate announcement: a run refused within a few
 # steps of its start found none named.
 GRAPH_WAIT_S = 1.0
+# Wall clock: how long a run refused before any recorder was seen (no Finish service, no
+# parameters) waits for one to come before ending without a Finish. It used to send Finish
+# to nobody for participant_timeout_ms (10 s past its own refusal, "sending the request
+# again" three times), whatever signal came meanwhile.
+RECORDER_UNSEEN_WAIT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -865,7 +871,10 @@ class ClockMaster:
             self._wait_recorded()
         chain = ""
         finish_start = time.perf_counter_ns()
-        if self.config.record:
+        if self.config.record and refusal is not None and not self._recorder_seen():
+            self.node.get_logger().warning(
+                f"no recorder was seen (no {self._recorder.client.srv_name} service): nothing recorded this run")
+        elif self.config.record:
             status = RunStatus()
             status.run_id = self.config.run_id
             status.state = "refused" if refusal is not None else "counted"
@@ -894,13 +903,24 @@ class ClockMaster:
         return RunOutcome(state, refusal, progress.steps_done, chain, wall)
 
 
+    def _recorder_seen(self) -> bool:
+        """Whether a recorder has shown itself (its parameters, or its Finish service within
+        RECORDER_UNSEEN_WAIT_S): a refused run then asks it to write the record."""
+        assert self._executor is not None
+        recorder = self._recorder
+        return recorder.pid is not None or spin_until(
+            self._executor, lambda: recorder.client.service_is_ready() or recorder.pid is not None,
+            RECORDER_UNSEEN_WAIT_S)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(argv if argv is not None else sys.argv)
     if help_requested(NAME, argv):
         return 0
     tune_process()
     dump_stacks_on_signal()
-    rclpy.init(args=argv)
+    if (status := start_rclpy(NAME, argv)) is not None:
+        return status
     # Taken from rclpy before the node is built: its own handler shut the context down under
     # a Ctrl-C that came while the node was being built, which then failed as an unexpected
     # error ("the given context is not valid"); the run ends as aborted at its first check.

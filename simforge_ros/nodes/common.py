@@ -8,12 +8,14 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import signal
 import socket
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import rclpy
@@ -21,6 +23,7 @@ from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
 from rclpy.executors import Executor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -36,9 +39,11 @@ from simforge_ros.core.errors import (
     Refusal,
     one_line,
 )
+from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.units import resolve_period
-from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as
+from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as, read_params_file
 from simforge_ros.process_tuning import (
+    LAUNCHER_ENV,
     TEARDOWN_CUT,
     dump_stacks_on_signal,
     end_after,
@@ -48,8 +53,10 @@ from simforge_ros.process_tuning import (
     unblock_held_signals,
     watch_launcher,
 )
+from simforge_ros.resources import use_fastdds_profile
 from simforge_ros.under_launch import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 
+RCLError = _rclpy.RCLError
 _TYPES = {
     "int": Parameter.Type.INTEGER,
     "float": Parameter.Type.DOUBLE,
@@ -97,8 +104,13 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
     for item in NODE_PARAMS[node_name]:
         try:  # writable until its value is settled below
             node.declare_parameter(item.name, _TYPES[item.kind], _descriptor(item, read_only=False))
-        except InvalidParameterTypeException as err:
-            problems.append(Problem(node_name, item.name, item.expected(), str(err)))
+        except InvalidParameterTypeException:
+            given = node._parameter_overrides.get(item.name)
+            expected = item.expected() + (
+                f" (a number or true/false meant as text is quoted: -p {item.name}:=\"'08'\")"
+                if item.kind == "str" and given is not None and not isinstance(given.value, str) else "")
+            problems.append(Problem(node_name, item.name, expected,
+                                    given.value if given is not None else None))
             continue
         try:
             value = node.get_parameter(item.name).value
@@ -120,6 +132,21 @@ def declare_params(node: Node, node_name: str) -> dict[str, Any]:
         raise ConfigError(problems)
     _settle(node, node_name, values)
     return values
+
+
+def node_faults(values: Mapping[str, Any], node_name: str) -> FaultPlan:
+    """The node's ``faults`` parameter, parsed; a bad one named as the node's parameter
+    (core.faults says ``--inject``, an option of `simforge run` a node started by hand or
+    by a launch file never had).
+
+    Raises:
+        ConfigError: a fault spec that does not parse.
+    """
+    try:
+        return FaultPlan.parse(values["faults"])
+    except ConfigError as err:
+        raise ConfigError([Problem(node_name, "faults", p.expected, p.got) if p.source == "--inject" else p
+                           for p in err.problems]) from None
 
 
 def _overrides_checked(node: Node, node_name: str) -> list[Problem]:
@@ -504,6 +531,52 @@ class ClockMasterGone:
         return self._seen
 
 
+def params_files(argv: list[str]) -> list[str]:
+    """The ``--params-file`` paths of ``argv``'s ROS arguments (after ``--ros-args``, up to
+    a ``--``), in their order."""
+    files: list[str] = []
+    inside = False
+    for i, arg in enumerate(argv):
+        if arg == "--ros-args":
+            inside = True
+        elif arg == "--":
+            inside = False
+        elif inside and arg == "--params-file" and i + 1 < len(argv):
+            files.append(argv[i + 1])
+    return files
+
+
+def start_rclpy(node_name: str, argv: list[str]) -> int | None:
+    """rclpy.init for a node's main(); None once done, else the exit status (the problem is
+    on stderr, one line each: never rcl's traceback).
+
+    A node started by hand (``ros2 run``, a shell; not by `simforge run` nor the launch
+    file, which check the files and name the Fast DDS profile themselves) reads its
+    parameter files as `simforge run --params-file` does first: a file rcl takes that gives
+    the node nothing (a scalar, an empty file, a section ``clock_mastr``) started it on its
+    defaults without a word. Such a node also gets the package's Fast DDS profile where none
+    is named: without its heartbeats every hand-started run ended 2 s late, each record
+    topic "not acknowledged".
+    """
+    if not (os.environ.get(LAUNCHER_ENV) or os.environ.get(UNDER_LAUNCH_ENV)):
+        use_fastdds_profile(os.environ)  # before rclpy makes this process's participant
+        try:
+            for path in params_files(argv):
+                read_params_file(Path(path), ask_rcl=False)  # rcl's own refusal: below
+        except ConfigError as err:
+            print(f"{node_name}: cannot start:\n{err}", file=sys.stderr, flush=True)
+            return EXIT_USAGE
+    try:
+        rclpy.init(args=argv)
+    except RCLError as err:  # a file or argument rcl refuses: its "Error: ..." said, not its traceback
+        text = " ".join(str(err).split())
+        said = re.search(r"(?:Error|error): (.*?)(?:, at /|$)", text)
+        print(f"{node_name}: cannot start: rcl refused the ROS arguments: {said[1] if said else text}",
+              file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    return None
+
+
 def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | None) -> int:
     """main() of a participant node: build it, spin until the run ends or a signal comes.
 
@@ -518,7 +591,8 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         return 0
     tune_process()
     dump_stacks_on_signal()
-    rclpy.init(args=argv)
+    if (status := start_rclpy(node_name, argv)) is not None:
+        return status
     stop = {"signal": False}
     # Under `ros2 launch` the terminal's Ctrl-C reaches every node of the launch at once
     # (launch's children share its process group). The clock master then aborts the run at
@@ -573,6 +647,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
                 print(f"{node_name}: {why} here; ending", file=sys.stderr, flush=True)
             elif stop["signal"] and not shell.finished:
                 why = "a stop signal came"
+                print(f"{node_name}: {why} before the run's final status; ending", file=sys.stderr, flush=True)
             # let the last answers and publications leave before the node goes away
             spin_until(executor, lambda: False, 0.2)
         finally:

@@ -20,7 +20,6 @@ from sensor_msgs.msg import Image
 
 from simforge_ros import topics
 from simforge_ros.core.errors import ConfigError, MissingFrame, ParticipantError, RateNotMultiple, Refusal, StaleFrame
-from simforge_ros.core.faults import FaultPlan
 from simforge_ros.drivers.policy import Observation, first_step_without_frames
 from simforge_ros.drivers.registry import make_policy
 from simforge_ros.image_codec import imgmsg_to_numpy
@@ -32,6 +31,7 @@ from simforge_ros.nodes.common import (
     die_now,
     jitter_sleep,
     losing_answer,
+    node_faults,
     period,
     publish_node_params,
     refuse,
@@ -56,7 +56,7 @@ class Driver:
         """Raises: ConfigError: bad parameters."""
         self.node = Node(NAME, context=context)
         values = declare_params(self.node, NAME)
-        self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        self._faults = node_faults(values, NAME).for_node(NAME)
         # seconds that are no whole number of microseconds: refused at step 0, its first
         # call, so that the run records the refusal (before, the driver exited at start-up)
         self._refused_at_start: Refusal | None = None

@@ -43,7 +43,6 @@ from visualization_msgs.msg import MarkerArray
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.core.errors import ConfigError
-from simforge_ros.core.faults import FaultPlan
 from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
     LATCHED_QOS,
@@ -52,6 +51,7 @@ from simforge_ros.nodes.common import (
     declare_params,
     die_now,
     losing_answer,
+    node_faults,
     publish_node_params,
     run_participant,
     stall_forever,
@@ -148,7 +148,7 @@ class Recorder:
             raise ConfigError.single(NAME, "out_dir", "a new run directory (never overwritten)", str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._values = values
-        self._faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        self._faults = node_faults(values, NAME).for_node(NAME)
         kill, stall = self._faults.first("kill"), self._faults.first("stall")
         self._kill_step = kill.step if kill is not None else None
         self._stall_step = stall.step if stall is not None else None

@@ -30,7 +30,7 @@ from simforge_ros.backends import BACKENDS, make_backend
 from simforge_ros.backends.base import BackendUnavailable, RenderedFrame
 from simforge_ros.bridge_core import BridgeConfig, BridgeCore
 from simforge_ros.core.errors import Aborted, ConfigError, ParticipantError, Printed, RateNotMultiple, Refusal
-from simforge_ros.core.faults import CAMERA_FAULTS, FaultPlan
+from simforge_ros.core.faults import CAMERA_FAULTS
 from simforge_ros.core.lockstep import StepRequest
 from simforge_ros.core.timing_contract import DEFAULT_TICK_US
 from simforge_ros.core.units import clock_stamp
@@ -47,6 +47,7 @@ from simforge_ros.nodes.common import (
     die_now,
     jitter_sleep,
     losing_answer,
+    node_faults,
     period,
     publish_node_params,
     refuse,
@@ -76,7 +77,7 @@ class SimBridge:
         self.node = Node(NAME, context=context)
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
-        faults = FaultPlan.parse(values["faults"]).for_node(NAME)
+        faults = node_faults(values, NAME).for_node(NAME)
         # seconds that are no whole number of microseconds: refused as the reset is answered,
         # so that the run records the refusal (before, the bridge exited at start-up and the
         # run ended participant_error)

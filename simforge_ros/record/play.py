@@ -378,7 +378,7 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
           args: argparse.Namespace, progress: Callable[[int], None] | None, clear: Callable[[], None]) -> int:
     import rclpy
 
-    from simforge_ros.runner import use_fastdds_profile
+    from simforge_ros.resources import use_fastdds_profile
 
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
     stop_on_sigterm()

@@ -91,7 +91,7 @@ def test_a_run_from_the_install_finds_its_files_there_and_repeats_the_venv_run(i
          "import json, simforge_ros, simforge_ros.msg\n"
          "from simforge_ros.engine import scenario_dirs\n"
          "from simforge_ros.record.bag import msg_dirs\n"
-         "from simforge_ros.runner import fastdds_profile\n"
+         "from simforge_ros.resources import fastdds_profile\n"
          "print(json.dumps([simforge_ros.__file__, simforge_ros.msg.__file__, str(msg_dirs()[0]),"
          " str(fastdds_profile()), str(scenario_dirs()[0])]))"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)

@@ -1,0 +1,92 @@
+"""A node started by hand (`ros2 run`, a shell), as a robotics engineer starts one: what
+it says of bad start-up input, of a missing recorder, and of a stop signal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from runs import wait_for_nodes
+
+from simforge_ros.process_tuning import LAUNCHER_ENV
+from simforge_ros.under_launch import UNDER_LAUNCH_ENV
+
+pytestmark = pytest.mark.ros
+
+
+def _env(ros_lease) -> dict[str, str]:
+    env = {k: v for k, v in {**os.environ, **ros_lease.env}.items() if k not in (LAUNCHER_ENV, UNDER_LAUNCH_ENV)}
+    env.pop("FASTDDS_DEFAULT_PROFILES_FILE", None)
+    return env
+
+
+def _node(ros_lease, tmp_path, node: str, *ros_args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args", *ros_args],
+                          env=_env(ros_lease), cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("clock_mastr:\n  ros__parameters:\n    steps: 5\n",
+     "f.yaml: clock_mastr: expected a node in ['clock_master', 'driver', 'recorder', 'sim_bridge'] (did you "
+     "mean clock_master?), got 'clock_mastr'"),
+    ("just a string\n", "f.yaml: file: expected a mapping of node: ros__parameters: {param: value}, got "
+                        "'just a string'"),
+    ("", "f.yaml: file: expected a mapping of node: ros__parameters: {param: value}, got None"),
+    ("- a\n- b\n", "f.yaml: file: expected a mapping of node: ros__parameters: {param: value}, got ['a', 'b']"),
+])
+def test_a_parameter_file_that_gives_the_node_nothing_is_refused(ros_lease, tmp_path, text, said):
+    """rcl takes a typo'd section, a scalar and an empty file: the node started on its
+    defaults without a word (a list was rcl's traceback)."""
+    (tmp_path / "f.yaml").write_text(text)
+    out = _node(ros_lease, tmp_path, "clock_master", "--params-file", "f.yaml")
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == f"clock_master: cannot start:\n{said}\n"
+
+
+def test_what_rcl_refuses_is_one_line_not_its_traceback(ros_lease, tmp_path):
+    out = _node(ros_lease, tmp_path, "recorder", "-p", "out_dir")
+    assert out.returncode == 2, out.stderr
+    assert "recorder: cannot start: rcl refused the ROS arguments: " in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_a_bad_fault_or_type_is_named_as_the_nodes_parameter(ros_lease, tmp_path):
+    """Not as `--inject` (an option of `simforge run`), and with the value given, not
+    rclpy's exception text."""
+    out = _node(ros_lease, tmp_path, "sim_bridge", "-p", "faults:=[bogus]")
+    assert out.returncode == 2
+    assert out.stderr.startswith("sim_bridge: faults: expected one of drop_frame@K, "), out.stderr
+    assert out.stderr.rstrip().endswith("got 'bogus'")
+    out = _node(ros_lease, tmp_path, "clock_master", "-p", "steps:=1.5", "-p", "run_id:=08")
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [
+        "clock_master: steps: expected a value of type int, got 1.5",
+        "clock_master: run_id: expected a value of type str (a number or true/false meant as text "
+        "is quoted: -p run_id:=\"'08'\"), got 8.0"]
+
+
+def test_a_run_refused_before_any_recorder_came_does_not_wait_out_finish(ros_lease, tmp_path):
+    """Finish went to no recorder for participant_timeout_ms, "sending the request again",
+    whatever signal came: here 60 s past the start-up refusal."""
+    out = _node(ros_lease, tmp_path, "clock_master", "-p", "startup_timeout_ms:=1000",
+                "-p", "participant_timeout_ms:=60000", timeout=45)
+    assert out.returncode == 15, out.stderr
+    assert "no recorder was seen (no /simforge/finish service): nothing recorded this run" in out.stderr
+    assert "sending the request again" not in out.stderr
+
+
+def test_a_participant_stopped_by_a_signal_says_so(ros_lease, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "simforge_ros.nodes.driver"], env=_env(ros_lease),
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_nodes(ros_lease.domain_id, "driver", proc=proc)  # its handlers are in place before its node
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "driver: a stop signal came before the run's final status; ending" in err
