@@ -5,10 +5,13 @@ stderr, named by the tool, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from simforge_ros.core.errors import EXIT_USAGE
 
@@ -38,6 +41,9 @@ def out_dir_problem(text: str) -> str | None:
     and runs were written into the current one unasked."""
     if not text:
         return "an empty name names none; . is the current directory"
+    kept = kept_run_around(Path(text))
+    if kept is not None:  # `--out runs/R/logs` wrote a new run into R
+        return f"it is in the kept run {kept}, which is never changed"
     try:
         Path(text).mkdir(parents=True, exist_ok=True)
         if not os.access(text, os.W_OK):
@@ -48,6 +54,51 @@ def out_dir_problem(text: str) -> str | None:
         return "a file of that name is there, not a directory"
     except OSError as err:
         return err.strerror or type(err).__name__
+    return None
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value).replace("nan", "NaN").replace("inf", "Infinity")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def json_text(value: Any, sort_keys: bool = False) -> str:
+    """A tool's --json object: a number that is no JSON number (a NaN or an infinity in a
+    tampered steps.jsonl) written as the string "NaN", "Infinity" or "-Infinity"; Python's
+    json wrote a bare NaN, which no JSON parser reads."""
+    return json.dumps(_finite(value), sort_keys=sort_keys, allow_nan=False)
+
+
+def given_twice(paths: Sequence[Path]) -> tuple[Path, Path] | None:
+    """Two of ``paths`` that are one directory (``runs/a``, ``runs/a/``, ``./runs/a``, a link
+    to it), or None. `simforge spread runs/a runs/a/` found a noise floor of 0 in one run."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        try:
+            info = os.stat(path)
+        except (OSError, ValueError):
+            continue  # loading it says what is wrong with it
+        first = seen.setdefault((info.st_dev, info.st_ino), path)
+        if first is not path:
+            return first, path
+    return None
+
+
+def kept_run_around(path: Path) -> Path | None:
+    """The run directory (one with a manifest.json or a steps.jsonl) ``path`` is, or is in;
+    None when there is none (or the path cannot be looked up: whoever uses it says why)."""
+    try:
+        here = Path(os.path.abspath(path)).resolve()
+        for folder in (here, *here.parents):
+            if (folder / "manifest.json").is_file() or (folder / "steps.jsonl").is_file():
+                return folder
+    except (OSError, RuntimeError):  # a name too long, a loop of symbolic links
+        return None
     return None
 
 

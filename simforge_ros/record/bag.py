@@ -494,6 +494,10 @@ def read_bag(path: Path, topics: Collection[str] | None = None, start_ns: int | 
         if topics is not None and not chosen:
             return
         for conn, t_ns, raw in reader.messages(connections=chosen, start=start_ns, stop=stop_ns):
+            if conn.msgtype not in store.types:  # a KeyError's repr said it: "cannot be decoded: 'foo_msgs/msg/Bar'"
+                raise BagError(f"{path}: {conn.topic} message at t={t_ns} ns cannot be decoded: its type "
+                               f"{conn.msgtype} is none simforge reads (ROS 2 Kilted's standard types and "
+                               "simforge_ros's)")
             try:
                 msg = store.deserialize_cdr(raw, conn.msgtype)
             except Exception as err:

@@ -95,7 +95,7 @@ def bag_problem(bag_path: Path) -> str | None:
         info = yaml.safe_load((bag_path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
         files = [bag_path / str(f) for f in info["relative_file_paths"]]
         storage = info.get("storage_identifier")
-    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError):
         return None  # reading the bag says what is wrong with it
     check = {"mcap": mcap_problem, "sqlite3": sqlite_problem}.get(str(storage))
     if check is None:

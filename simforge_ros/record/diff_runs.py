@@ -10,7 +10,6 @@ user insists (--force). Wall-clock readings differ on every run and are never co
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
 import sys
@@ -22,7 +21,7 @@ from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps,
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
 from simforge_ros.record.side_digests import SIDE_DIGESTS
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import given_twice, json_text, parse, say
 
 WALL_KEYS = ("wall",)
 """Step record keys holding wall-clock readings: different on every run, never compared."""
@@ -229,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
+    if given_twice([args.run_a, args.run_b]) is not None:
+        say("diff", f"RUN: expected two different run directories, got {str(args.run_a)!r} and "
+                    f"{str(args.run_b)!r}, one directory given twice")
+        return EXIT_USAGE
     try:
         runs = (load_run(args.run_a), load_run(args.run_b))
         result, setup = compare_runs(*runs, force=args.force)
@@ -239,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if (said := chain_disagreement(run)) is not None:
             say("diff", f"note: {said}")
     if args.json:
-        print(json.dumps(to_json(result, setup)))
+        print(json_text(to_json(result, setup)))
     else:
         print(describe(result))
         if setup:

@@ -49,6 +49,8 @@ def versions() -> dict[str, Any]:
 SETUP_KEYS = ("scenario", "seed", "faults", "digests")
 """The manifest's keys that say how a run was set up, all derived from its nodes'
 parameters (``setup_of``): verify derives them again from the parameters in the bag."""
+CONTRACT_KEYS = ("decision_us", "tick_us", "ticks_per_step", "latency_steps")
+"""The manifest's ``contract``: these fields of the last timing record."""
 
 
 def setup_of(nodes: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,7 +117,7 @@ def build_manifest(
     contract = None
     if last is not None:
         t = last["timing"]
-        contract = {k: t[k] for k in ("decision_us", "tick_us", "ticks_per_step", "latency_steps")}
+        contract = {k: t[k] for k in CONTRACT_KEYS}
     setup = setup_of(nodes)
     return {
         "format": FORMAT,

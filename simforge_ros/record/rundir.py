@@ -178,6 +178,8 @@ def _load_run(path: Path) -> RunDir:
         raise RunDirError(path, "no such run directory")
     if not path.is_dir():
         raise RunDirError(path, "not a run directory (not a directory)")
+    if os.path.lexists(path / MANIFEST) and not (path / MANIFEST).exists():  # pathlib reads a loop as "missing"
+        raise RunDirError(path / MANIFEST, "a symbolic link that leads to no file (a loop, or its target gone)")
     if not (path / MANIFEST).exists() and (path / STEPS).is_file():
         # the recorder began this run and never wrote its manifest: it was killed
         kept = (path / STEPS).read_bytes().count(b"\n")
@@ -289,9 +291,15 @@ def _is_int(value: object, minimum: int = 0) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
 
 
+RUN_ID_MAX = 200
+"""Characters of a run id at most: a rerun's id adds 13 (``-rerun-XXXXXX``) and a salvaged
+run's directory 9 (``-salvaged``) to a file name, which may hold 255 bytes (a 300-character
+id passed every check, and its rerun ended in "File name too long")."""
+
+
 def _is_run_id(value: object) -> bool:
     return (isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
-            and value.isprintable())
+            and value.isprintable() and len(value.encode()) <= RUN_ID_MAX)
 
 
 def _is_hex64(value: object) -> bool:
@@ -314,7 +322,8 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
         return problems  # another format: its other fields mean other things
     checks: list[tuple[str, bool, str]] = [
         # tools name new directories after it (rerun, salvage): one name, never a path
-        ("run_id", _is_run_id(manifest.get("run_id")), "a run id (one file name: no '/', not '.' or '..')"),
+        ("run_id", _is_run_id(manifest.get("run_id")),
+         f"a run id (one file name of at most {RUN_ID_MAX} bytes: no '/', not '.' or '..')"),
         # null: no node's parameters were recorded (a salvaged run of no step)
         ("scenario", (isinstance(manifest.get("scenario"), str) and bool(manifest.get("scenario"))) or (
             manifest.get("scenario") is None and manifest.get("steps") == 0), "a scenario name or file"),

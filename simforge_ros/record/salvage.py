@@ -423,18 +423,24 @@ def _ended(run: Path) -> dict[str, Any]:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             manifest = None
         failure = manifest.get("record_failure") if isinstance(manifest, dict) else None
-        if not failure or (run / "bag" / "metadata.yaml").is_file():
+        bag_finished = (run / "bag" / "metadata.yaml").is_file()
+        if isinstance(manifest, dict) and failure and not bag_finished:
+            return {**(manifest.get("refusal") or {}), "why": f"the recorder's {failure}"}
+        if manifest is not None or bag_finished:
             # salvage rebuilds a killed recorder's record; a finished run's damaged bag is
             # told by verify, and rerun records the run again
             raise RunDirError(manifest_path, "present: the run was finished, nothing to salvage (`simforge verify` "
                                              "checks its bag; `simforge rerun` records it again)")
-        assert isinstance(manifest, dict)
-        return {**(manifest.get("refusal") or {}), "why": f"the recorder's {failure}"}
+        # an unreadable manifest beside an unfinished bag (written in one piece, it was
+        # damaged after): neither verify nor salvage took the run
+        why = "its manifest.json was unreadable and its bag unfinished"
+    else:
+        why = "the recorder was killed"
     try:
         outcome = read_outcome(run / "logs" / "clock_master.log") or {}
     except json.JSONDecodeError:
         outcome = {}
-    return {**(outcome.get("refusal") or {}), "why": "the recorder was killed"}
+    return {**(outcome.get("refusal") or {}), "why": why}
 
 
 def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> Sequence[Mapping[str, Any]]:
@@ -522,8 +528,8 @@ def _new_dir_problem(out: Path) -> str | None:
     """Why ``out`` cannot be made, tried and taken back (its parent can be written to, yet
     /proc/x cannot be made even by root: that was a write failure, exit 1); None when it can,
     or when it is there already (salvage itself then refuses it, as never overwritten)."""
-    if out.exists() or out.is_symlink():
-        return None
+    if os.path.lexists(out):
+        return None if out.exists() else "a symbolic link to nothing is there"
     try:
         out.mkdir()
     except OSError as err:
@@ -547,11 +553,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                        "directory), got ''")
         return EXIT_USAGE
     out = Path(args.out) if args.out is not None else run.with_name(run.name + "-salvaged")
-    if run.is_dir() and out.resolve().is_relative_to(run.resolve()):
-        say("salvage", f"--out: expected a new run directory outside the kept run (it is never changed), got "
-                       f"{args.out!r}")
+    try:
+        run_dir = run.is_dir()
+        if run_dir and out.resolve().is_relative_to(run.resolve()):
+            say("salvage", f"--out: expected a new run directory outside the kept run (it is never changed), got "
+                           f"{args.out!r}")
+            return EXIT_USAGE
+        problem = (out_dir_problem(str(out.parent)) or _new_dir_problem(out)) if run_dir else None
+    except (OSError, RuntimeError) as err:  # a name too long, a loop of symbolic links: bad input, not a crash
+        said = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        given = str(args.run)
+        say("salvage", f"{given if len(given) <= 200 else given[:200] + '...'} / --out: expected paths that can be "
+                       f"looked up ({said})")
         return EXIT_USAGE
-    if run.is_dir() and (problem := out_dir_problem(str(out.parent)) or _new_dir_problem(out)) is not None:
+    if problem is not None:
         # as run, rerun and render refuse such an --out: a usage error, not "the records disagree"
         say("salvage", f"--out: expected a new run directory in a directory simforge can create and write to "
                        f"({problem}), got {str(out)!r}")

@@ -12,7 +12,6 @@ wall-clock time.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,7 +31,7 @@ from simforge_ros.record.diff_runs import (
     setup_differences,
 )
 from simforge_ros.record.rundir import RunDir, load_run, step_records
-from simforge_ros.tools import parse, say
+from simforge_ros.tools import given_twice, json_text, parse, say
 
 
 def spread_runs(runs: Sequence[RunDir], force: bool = False) -> SpreadResult:
@@ -145,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args.runs) < 2:
         say("spread", f"RUN: expected two run directories or more, got {len(args.runs)}")
         return EXIT_USAGE
+    if (twice := given_twice(args.runs)) is not None:
+        say("spread", f"RUN: expected different run directories, got {str(twice[0])!r} and {str(twice[1])!r}, "
+                      "one directory given twice")
+        return EXIT_USAGE
     try:
         runs = [load_run(path) for path in args.runs]
         result = spread_runs(runs, force=args.force)
@@ -156,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("spread", f"note: {said}")
     apart = apart_from_steps(runs, result)  # manifests compared once, for the output and the exit status
     if args.json:
-        print(json.dumps(to_json(runs, result, apart), sort_keys=True))
+        print(json_text(to_json(runs, result, apart), sort_keys=True))
     else:
         print("\n".join(describe(runs, result, apart)))
     return 0 if result.identical and not apart else EXIT_FAILURE

@@ -28,7 +28,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BagError, BagMessage, bag_connections, read_bag, typestore
 from simforge_ros.record.bag_structure import bag_problem
-from simforge_ros.record.manifest import SETUP_KEYS, setup_of
+from simforge_ros.record.manifest import CONTRACT_KEYS, SETUP_KEYS, setup_of
 from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
@@ -372,10 +372,17 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
             last, "manifest.frames_digest", f"{MANIFEST} has {want_frames}, the bag gives {got_frames}"
         )
     if replay.last_record is not None:
-        world = replay.last_record["timing"].get("world_digest")
+        timing = replay.last_record["timing"]
+        world = timing.get("world_digest")
         if manifest["world_digest"] != world:
             return _mismatch(last, "manifest.world_digest",
                              f"{MANIFEST} has {manifest['world_digest']!r}, the last timing record {world!r}")
+        # the contract, as the recorder took it from the last timing record (diff and info read it)
+        contract = {k: timing.get(k) for k in CONTRACT_KEYS}
+        if manifest.get("contract") != contract:
+            field, has, holds = (first_field_diff("manifest.contract", manifest.get("contract"), contract)
+                                 or ("manifest.contract", manifest.get("contract"), contract))
+            return _mismatch(last, field, f"{MANIFEST} has {_said(has)}, the last timing record gives {_said(holds)}")
     nodes, contacts = manifest.get("nodes"), manifest.get("contacts")
     if nodes is None and replay.nodes:
         return _mismatch(0, "manifest.nodes", f"{MANIFEST} has no nodes, the bag holds the parameters of "
@@ -420,7 +427,8 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
     try:
         record = _record_mismatch(run, replay, progress)
     except BagError as err:
-        if structure is None or structure[2] in str(err):  # the reader's error already says it (bag._opened)
+        problem = structure[2].removeprefix(f"field {structure[1]}: ") if structure is not None else ""
+        if structure is None or problem in str(err):  # the reader's error already says it (bag._opened)
             raise
         raise BagError(f"{err}; {structure[2]}") from err  # unreadable, and what in it says why
     clock = _clock_mismatch(run, replay)

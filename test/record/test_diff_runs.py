@@ -74,7 +74,8 @@ def test_json_keys(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> Non
     assert set(out) == {"identical", "step", "first", "field", "a", "b", "frames_differ", "setup"}
     assert (out["identical"], out["step"], out["first"], out["field"]) == (False, 40, "controller", "action.steer_rad")
     assert out["b"] == pytest.approx(out["a"] + 1e-3)
-    assert main([str(a), str(a), "--json"]) == 0
+    same = make_run("same")  # the same run again: identical
+    assert main([str(a), str(same), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "identical": True, "step": None, "first": None, "field": None, "a": None, "b": None,
         "frames_differ": False, "setup": [],
@@ -267,3 +268,18 @@ def test_what_no_chain_holds_differing_is_a_difference(make_run: MakeRun,
     assert main([str(a), str(b)]) == 1
     assert capsys.readouterr().out == ("every step record is the same (10 steps), but the messages no chain holds "
                                        "differ (image_headers.rear.messages: 5 vs 4)\n")
+
+
+@pytest.mark.parametrize("second", ["{a}", "{a}/", "{a}/../a", "link"])
+def test_one_run_given_twice_is_bad_input(make_run: MakeRun, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          second: str) -> None:
+    """`diff runs/a runs/a/` said "identical" and `spread` found a noise floor of 0 in one run."""
+    from simforge_ros.record.spread_runs import main as spread_main
+
+    a = make_run("a")
+    (tmp_path / "link").symlink_to(a)
+    other = second.format(a=a) if second != "link" else str(tmp_path / "link")
+    assert main([str(a), other]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("one directory given twice")
+    assert spread_main([str(a), str(make_run("b")), other]) == 2
+    assert capsys.readouterr().err.rstrip().endswith("one directory given twice")

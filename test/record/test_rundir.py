@@ -74,6 +74,17 @@ def test_missing_manifest(make_run: MakeRun) -> None:
         assert error_of(run) == f"{run / 'manifest.json'}: missing"
 
 
+def test_a_manifest_link_to_nothing_is_not_called_missing(make_run: MakeRun) -> None:
+    """A link in a loop read as "missing: the recorder did not finish this run (killed?)",
+    and salvage then said "unreadable: Too many levels of symbolic links"."""
+    run = make_run()
+    (run / "manifest.json").unlink()
+    (run / "manifest.json").symlink_to("loop")
+    (run / "loop").symlink_to("manifest.json")
+    assert error_of(run) == (f"{run / 'manifest.json'}: a symbolic link that leads to no file (a loop, or its "
+                             "target gone)")
+
+
 def test_a_directory_of_runs_is_told_to_name_one(make_run: MakeRun, tmp_path: Path) -> None:
     run = make_run()
     parent = run.parent
@@ -126,7 +137,9 @@ def test_a_section_the_tools_read_must_be_an_object(make_run: MakeRun) -> None:
 
 
 @pytest.mark.parametrize(("changes", "said"), [
-    ({"run_id": "../../evil"}, "'run_id' must be a run id (one file name: no '/', not '.' or '..'), got '../../evil'"),
+    ({"run_id": "../../evil"}, "'run_id' must be a run id (one file name of at most 200 bytes: no '/', not '.' "
+                               "or '..'), got '../../evil'"),
+    ({"run_id": "x" * 201}, "'run_id' must be a run id"),  # its rerun's directory: "File name too long"
     ({"run_id": "/tmp/abs"}, "'run_id' must be a run id"),
     ({"run_id": ".."}, "'run_id' must be a run id"),
     ({"run_id": "a\nb"}, "'run_id' must be a run id"),

@@ -146,6 +146,12 @@ def test_edited_digest_is_caught(make_run: MakeRun) -> None:
         ("scenario", "red_signal", "manifest.scenario", 0),
         ("faults", ["drop_frame@2"], "manifest.faults", 0),
         ("digests", {"bridge": None}, "manifest.digests", 0),
+        # what info prints and diff compares: an edited tick verified, and diff then called
+        # the runs set up apart ("different contract")
+        ("contract", {"decision_us": 50_000, "tick_us": "x", "latency_steps": 1, "ticks_per_step": 5},
+         "manifest.contract.tick_us", 59),
+        ("contract", {"decision_us": 50_000, "tick_us": 10_000, "latency_steps": 1, "ticks_per_step": 5, "x": 1},
+         "manifest.contract.x", 59),
     ],
 )
 def test_manifest_is_checked(make_run: MakeRun, key: str, value: object, field: str, step: int) -> None:
@@ -292,6 +298,9 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], object], str]] = {
                              "bag: unreadable bag: metadata.yaml: not readable YAML"),
     # named in the bag's terms, not the reader library's ("TypeError: ord() expected a character")
     "bag-8-bytes": (lambda r: _keep_bytes(r / "bag" / "bag.mcap", 8), "bag: unreadable bag: bag.mcap: no MCAP magic"),
+    # info and play named it; verify failed with "unexpected error: UnicodeDecodeError"
+    "bag-metadata-binary": (lambda r: (r / "bag" / "metadata.yaml").write_bytes(b"\xff\xfe{{"),
+                            "bag: unreadable bag: metadata.yaml: "),
     "bag-metadata-empty": (lambda r: (r / "bag" / "metadata.yaml").write_text(""),
                            "bag: unreadable bag: metadata.yaml: not rosbag2 metadata"),
     "run-missing": (lambda r: shutil.rmtree(r), "run: no such run directory"),

@@ -147,11 +147,11 @@ def test_a_failure_at_step_0_is_kept_verified_diffed_and_rerun(tmp_path):
     assert (kept.refusal["code"], kept.refusal["step"], kept.steps) == ("missing_frame", 0, 0)
     verified = simforge("verify", kept.run_dir, cwd=tmp_path)
     assert verified.returncode == 0 and "verified: 0 steps" in verified.stdout, verified.stderr
-    diffed = simforge("diff", kept.run_dir, kept.run_dir, cwd=tmp_path)
-    assert diffed.returncode == 0 and diffed.stdout.startswith("identical (0 steps)"), diffed.stderr
     code, out = _rerun(kept.run_dir, tmp_path)
     assert code == 0 and out["repeated"] is True
     assert (out["rerun"]["refusal"]["code"], out["rerun"]["refusal"]["step"]) == ("missing_frame", 0)
+    diffed = simforge("diff", kept.run_dir, out["rerun"]["run_dir"], cwd=tmp_path)
+    assert diffed.returncode == 0 and diffed.stdout.startswith("identical (0 steps)"), diffed.stderr
 
 
 def test_a_rerun_whose_camera_info_differs_did_not_repeat(tmp_path):

@@ -191,6 +191,19 @@ def test_a_finished_run_is_not_salvaged_and_is_told_what_checks_and_remakes_it(f
                     "(`simforge verify` checks its bag; `simforge rerun` records it again)\n")
 
 
+def test_a_damaged_manifest_beside_an_unfinished_bag_is_salvaged(killed):
+    """Written in one piece, a manifest that does not parse was damaged after the run:
+    verify named it "not valid JSON" and salvage "the run was finished, nothing to salvage"."""
+    (killed / "manifest.json").write_text('{"format": 1, "run_id": "ki')
+    (killed / "bag" / "metadata.yaml").unlink()  # as a killed recorder leaves its bag
+    out = simforge("salvage", str(killed), "--json", cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["steps"] == report["kept_steps"] == report["agree"] == 5
+    manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    assert manifest["salvaged"] is True and "unreadable" in json.dumps(manifest["refusal"])
+
+
 @pytest.mark.parametrize("name", ["steps.jsonl", "params.yaml", "logs/clock_master.log", "logs", "bag",
                                   "manifest.json"])
 def test_an_unreadable_input_is_named_as_unreadable(finished, killed, name):
@@ -297,6 +310,15 @@ def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_e
     out = simforge("salvage", str(killed), "--out", "/proc/simforge-salvage-out", cwd=tmp_path)
     assert out.returncode == 2 and out.stderr.startswith("simforge salvage: --out: expected a new run directory"), \
         out.stderr
+    # a loop of links, a link to nothing, a name too long: "unexpected error" or exit 1 before
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for bad in ("loop1", "dangling", "x" * 300):
+        out = simforge("salvage", str(killed), "--out", str(tmp_path / bad), cwd=tmp_path)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert "Traceback" not in out.stderr and "unexpected error" not in out.stderr, out.stderr
+    assert not (tmp_path / "nowhere").exists()
     out = simforge("salvage", str(tmp_path / "a_file"), cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip() == f"simforge salvage: {tmp_path / 'a_file'}: not a run directory (not a directory)"
