@@ -245,6 +245,28 @@ def discovery_range(environ: Mapping[str, str] | None = None) -> str:
     return given.upper()
 
 
+def tool_discovery_range(unset_as: str | None = "LOCALHOST") -> str | None:
+    """The discovery range of a tool that joins a domain (`simforge pause` a run's, `play`
+    the user's), from ROS_AUTOMATIC_DISCOVERY_RANGE checked as `simforge run` checks it,
+    and set in this process's environment for rclpy; unset, ``unset_as`` (None: ROS's own
+    default). OFF or a misspelling made `pause` wait out its limit and say no run was
+    there, beside a run held there.
+
+    Raises:
+        ConfigError: a range other than DISCOVERY_RANGES.
+    """
+    from simforge_ros.core.errors import ConfigError
+
+    given = os.environ.get(DISCOVERY_VAR, "").strip().upper() or unset_as
+    if given is None:
+        return None
+    if given not in DISCOVERY_RANGES:
+        raise ConfigError.single("environment", DISCOVERY_VAR, "LOCALHOST or SUBNET, as a run's nodes take it",
+                                 os.environ.get(DISCOVERY_VAR))
+    os.environ[DISCOVERY_VAR] = given
+    return given
+
+
 def ros_env(domain_id: int, log_dir: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of an isolated ROS process."""
     env = dict(os.environ if base is None else base)

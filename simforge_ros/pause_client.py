@@ -23,7 +23,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
-from simforge_ros.isolation import check_rmw, domain_holder, user_domain
+from simforge_ros.isolation import check_rmw, domain_holder, tool_discovery_range, user_domain
 from simforge_ros.record.rundir import DOMAIN, MANIFEST
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
@@ -66,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          "RUN_DIR)", "unset")
             domain_id = user_domain(text)
         check_rmw()
+        tool_discovery_range()
     except ConfigError as err:
         say("pause", err)
         return EXIT_USAGE
@@ -119,7 +120,6 @@ def _ended(domain_id: int, run: Path | None) -> str | None:
 
 
 def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> int:
-    os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")  # as the run's nodes
     import rclpy
     from rclpy.node import Node
     from std_srvs.srv import SetBool, Trigger

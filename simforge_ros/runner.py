@@ -347,14 +347,15 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                                  f"a step of the run (0 to {spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
     created = not spec.out_dir.exists()
-    # The single layout starts its nodes in this process: a stop signal from here on ends the
-    # run as `aborted` at step -1 until its clock master is built, at its next step after
-    # (_StopRelay). The processes layout takes them once its nodes are being started.
-    relay = _StopRelay() if spec.layout == "single" else None
+    # A stop signal from here on ends the run as `aborted`: at step -1 until its clock master
+    # is built (single, _StopRelay) or told (processes, _EarlyStop), at its next step after.
+    # Before, the processes layout took them only once its nodes were being started: a
+    # SIGTERM just before (a --repeat's second run) ended `simforge run` there, its run
+    # directory left with no manifest.
+    relay: _StopRelay | _EarlyStop = _StopRelay() if spec.layout == "single" else _EarlyStop()
     try:
         with contextlib.ExitStack() as held:
-            if relay is not None:
-                held.enter_context(_stop_signals(relay))
+            held.enter_context(_stop_signals(relay))
             # the user's environment, before anything is written
             if user := os.environ.get("ROS_DOMAIN_ID", "").strip():
                 held.enter_context(hold_domain(user_domain(user), who))
@@ -377,10 +378,10 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                 _announce_paused(hold_at, lease.domain_id, spec.out_dir)
             elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
                 _announce_paced(factor, lease.domain_id)
-            if spec.layout == "single":
+            if isinstance(relay, _StopRelay):
                 return _run_single(spec, params_file, lease, on_step, relay)
             if spec.layout == "processes":
-                return _run_processes(spec, params_file, lease, on_step)
+                return _run_processes(spec, params_file, lease, on_step, relay)
     except _StoppedAtStart:  # before any node was made (the lease, rclpy's import, its init)
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
                        Aborted.exit_code)
@@ -522,6 +523,31 @@ class _StopRelay:
         self._clock = clock
 
 
+class _EarlyStop:
+    """A stop signal in the processes layout: kept until the run can act on it, then passed
+    to what it does with one (``taking``): tell the clock master (``stop_asked`` before it
+    is there), or nothing while the nodes end. Outside ``taking`` a signal is only noted."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self._stop: Callable[[], None] | None = None
+
+    def __call__(self) -> None:
+        self.asked = True
+        if self._stop is not None:
+            self._stop()
+
+    @contextmanager
+    def taking(self, stop: Callable[[], None]) -> Iterator[None]:
+        self._stop = stop
+        if self.asked:
+            stop()
+        try:
+            yield
+        finally:
+            self._stop = None
+
+
 def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any,
                  relay: _StopRelay | None = None) -> RunResult:
     """The single layout's nodes on one executor, stepped by the clock master; closed after."""
@@ -605,7 +631,8 @@ class _StepsFollower:
             self._handle.close()
 
 
-def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any = None) -> RunResult:
+def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any = None,
+                   relay: _EarlyStop | None = None) -> RunResult:
     logs = spec.out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -629,7 +656,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         # the nodes run in sessions of their own: a signal to this process reaches the
         # clock master only through here, from before the first of them starts (one that
         # came while they were started used to end this process alone, the nodes waiting on)
-        with _stop_signals(stop):
+        taking = relay.taking if relay is not None else _stop_signals
+        with taking(stop):
             for node in order:
                 log = (logs / f"{node}.log").open("wb")
                 handles.append(log)
@@ -677,7 +705,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
             # between two looks (its refusal is a symptom; the node's problem is the cause)
             not_started = not_started or next(
                 (name for name, proc in procs.items() if name != "clock_master" and proc.poll() == EXIT_USAGE), None)
-        with _stop_signals(lambda: None):  # the nodes are ending: a signal now must not orphan them
+        with taking(lambda: None):  # the nodes are ending: a signal now must not orphan them
             ending = not_started is None and killed is None
             wall_deadline = time.monotonic() + (_GRACE_S if ending else 1.0 if killed is not None else 0.0)
             while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:

@@ -209,7 +209,7 @@ def test_the_discovery_range_is_localhost_unless_the_user_asks_for_the_subnet(tm
     assert not (tmp_path / "runs").exists()
     given_to: list[str] = []  # what the nodes' processes would be started with
     monkeypatch.setattr("simforge_ros.runner._run_processes",
-                        lambda spec, params_file, lease, on_step=None: given_to.append(lease.env[var]))
+                        lambda spec, params_file, lease, on_step=None, relay=None: given_to.append(lease.env[var]))
     monkeypatch.setenv(var, "subnet")
     monkeypatch.setenv("ROS_DOMAIN_ID", str(_free_domains(1)[0]))
     run(_spec(tmp_path, steps=3))
@@ -362,3 +362,22 @@ def test_a_camera_fault_at_a_step_the_bridge_renders_is_taken(tmp_path):
     sets = {"clock_master": {"decision_s": 0.05}, "sim_bridge": {"camera_period_us": 100_000}}
     params = node_params(_spec(tmp_path, steps=10, faults=("drop_frame@4",), sets=sets))
     assert params["sim_bridge"]["faults"] == ["drop_frame@4"]
+
+
+def test_pause_and_play_check_the_discovery_range_as_run_does(monkeypatch):
+    """OFF or a misspelling made `simforge pause` wait out its limit beside a held run and
+    say "no run is going on there"; `play` let rcl read it."""
+    from simforge_ros.core.errors import ConfigError
+    from simforge_ros.isolation import DISCOVERY_VAR, tool_discovery_range
+
+    for bad in ("OFF", "bogus"):
+        monkeypatch.setenv(DISCOVERY_VAR, bad)
+        with pytest.raises(ConfigError) as err:
+            tool_discovery_range()
+        assert str(err.value) == (f"environment: {DISCOVERY_VAR}: expected LOCALHOST or SUBNET, as a run's nodes "
+                                  f"take it, got {bad!r}")
+    monkeypatch.setenv(DISCOVERY_VAR, " subnet ")
+    assert tool_discovery_range() == "SUBNET" and os.environ[DISCOVERY_VAR] == "SUBNET"
+    monkeypatch.delenv(DISCOVERY_VAR)
+    assert tool_discovery_range(unset_as=None) is None and DISCOVERY_VAR not in os.environ  # play: ROS's default
+    assert tool_discovery_range() == "LOCALHOST" and os.environ[DISCOVERY_VAR] == "LOCALHOST"  # pause: the runs'

@@ -29,7 +29,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
-from simforge_ros.isolation import check_rmw, hold_domain, user_domain
+from simforge_ros.isolation import check_rmw, hold_domain, tool_discovery_range, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import RunDir, load_run
@@ -355,16 +355,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"simforge play: {checked.detail}", file=sys.stderr)
     held = contextlib.ExitStack()
     try:  # a second /clock in a running simforge run's domain would break that run
-        held.enter_context(hold_domain(user_domain(os.environ.get("ROS_DOMAIN_ID", "").strip() or "0"),
-                                       f"simforge play {run.path}", "play uses ROS_DOMAIN_ID, 0 when unset"))
-    except ConfigError as err:  # the domain is another run's: nothing is played
+        domain_id = user_domain(os.environ.get("ROS_DOMAIN_ID", "").strip() or "0")
+        tool_discovery_range(unset_as=None)  # the user's nodes': ROS's default when unset
+        held.enter_context(hold_domain(domain_id, f"simforge play {run.path}", "play uses ROS_DOMAIN_ID, 0 when unset"))
+    except ConfigError as err:  # the domain is another run's, or the environment bad: nothing is played
         say("play", err)
         return EXIT_USAGE
     line = StepLine(f"play {run.path}", shown)
     step_ns, total = run.decision_us * 1000, steps.last if steps.last is not None else last_step(run)
     with held:
         return _play(run.bag_path, chosen, latched, steps.window_ns(run.decision_us), args,
-                     (lambda t_ns: line(t_ns // step_ns, total)) if shown else None, line.clear)
+                     (lambda t_ns: line(t_ns // step_ns, total)) if shown else None, line.clear, domain_id)
 
 
 # config/fastdds_play.xml: Fast DDS's writers heartbeat every 3 s, and a reader acknowledges
@@ -375,14 +376,15 @@ PLAY_PROFILE = "fastdds_play.xml"
 
 
 def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns: tuple[int, int | None],
-          args: argparse.Namespace, progress: Callable[[int], None] | None, clear: Callable[[], None]) -> int:
+          args: argparse.Namespace, progress: Callable[[int], None] | None, clear: Callable[[], None],
+          domain_id: int) -> int:
     import rclpy
 
     from simforge_ros.resources import use_fastdds_profile
 
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
     stop_on_sigterm()
-    rclpy.init(args=None)
+    rclpy.init(args=None, domain_id=domain_id)  # as checked: rcl read " " as no number ("unexpected error")
     player: Player | None = None
     try:
         player = Player(chosen, latched)  # a stop signal from here on ends it as "interrupted"

@@ -173,6 +173,20 @@ def _salvage_remedy(run: Path, what: str) -> str:
     return f"`simforge salvage {run}` makes a usable run of {what}"
 
 
+def still_running(path: Path) -> str | None:
+    """Who is running the run in ``path`` right now ("simforge run RUN_ID (pid N)"), from
+    the domain it holds (its logs/ros_domain_id, isolation.domain_holder); None when no one
+    is. A run going on has no manifest yet, and was told "killed?" and salvaged."""
+    from simforge_ros.isolation import domain_holder
+
+    try:
+        domain_id = int((path / DOMAIN).read_text().strip())
+        holder = domain_holder(domain_id)
+    except (OSError, ValueError):
+        return None
+    return holder if holder is not None and holder.startswith(f"simforge run {path.resolve().name} ") else None
+
+
 def _load_run(path: Path) -> RunDir:
     if not path.exists():
         raise RunDirError(path, "no such run directory")
@@ -180,6 +194,9 @@ def _load_run(path: Path) -> RunDir:
         raise RunDirError(path, "not a run directory (not a directory)")
     if os.path.lexists(path / MANIFEST) and not (path / MANIFEST).exists():  # pathlib reads a loop as "missing"
         raise RunDirError(path / MANIFEST, "a symbolic link that leads to no file (a loop, or its target gone)")
+    if not (path / MANIFEST).exists() and (live := still_running(path)) is not None:
+        raise RunDirError(path / MANIFEST, f"not written yet: the run is still going on ({live}); its tools "
+                                           "read it once it has ended")
     if not (path / MANIFEST).exists() and (path / STEPS).is_file():
         # the recorder began this run and never wrote its manifest: it was killed
         kept = (path / STEPS).read_bytes().count(b"\n")

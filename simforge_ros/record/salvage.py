@@ -49,7 +49,15 @@ from simforge_ros.record.bag_structure import (
     U32,
     U64,
 )
-from simforge_ros.record.rundir import MANIFEST, PARAMS, STEPS, RunDirError, iter_kept_steps, step_records_of
+from simforge_ros.record.rundir import (
+    MANIFEST,
+    PARAMS,
+    STEPS,
+    RunDirError,
+    iter_kept_steps,
+    step_records_of,
+    still_running,
+)
 from simforge_ros.tools import out_dir_problem, parse, say
 
 _FOOTER_BODY = 8 + 8 + 4  # summary start, summary offset start, crc
@@ -570,6 +578,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # as run, rerun and render refuse such an --out: a usage error, not "the records disagree"
         say("salvage", f"--out: expected a new run directory in a directory simforge can create and write to "
                        f"({problem}), got {str(out)!r}")
+        return EXIT_USAGE
+    if run_dir and (live := still_running(run)) is not None:  # a salvaged twin of a run that then counted
+        say("salvage", f"{run}: expected a run that has ended, got one still going on ({live})")
         return EXIT_USAGE
     try:
         if not run.is_dir():

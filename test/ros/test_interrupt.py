@@ -193,3 +193,44 @@ def test_a_run_whose_simforge_run_is_killed_outright_aborts_and_keeps_a_verifiab
     check = simforge("verify", str(run_dir), cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert f"verified: {manifest['steps']} steps" in check.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_as_the_processes_layout_sets_up_is_aborted_at_step_minus_1(tmp_path, sig):
+    """Between its run directory's first file and its nodes' start, the processes layout
+    left the signals to Python: SIGTERM ended `simforge run` there, the directory kept with
+    no manifest (seen at a --repeat's second run)."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--steps", "20"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 60
+    while not list(out.glob("*/params.yaml")):  # set up, its nodes not yet started
+        assert time.monotonic() < wall_deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.001)
+    os.kill(proc.pid, sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    assert "Traceback" not in stderr and "unexpected error" not in stderr
+    result = json.loads(stdout)
+    assert (result["status"], result["refusal"]["code"], result["refusal"]["step"]) == ("refused", "aborted", -1)
+    assert not processes_mentioning(str(out))
+
+
+def test_a_stop_during_a_later_repeat_run_is_the_users_not_runs_that_differ(tmp_path):
+    """Exit 1 and "2 runs, 2 different outcomes; how far apart: simforge spread ..." said
+    a Ctrl-C in a --repeat's second run was runs that failed to repeat."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--layout", "single", "--repeat", "3",
+                             "--set", "sim_bridge.cameras=[front,left,rear,right]"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 180
+    while not any(p.read_text().count("\n") >= 5 for p in out.glob("*-01-*/steps.jsonl")):  # the second run's
+        assert time.monotonic() < wall_deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 19, stderr
+    assert stdout.splitlines()[-1] == "interrupted: run 2 of 3 aborted", stdout
+    assert len(list(out.iterdir())) == 2  # the third was not started

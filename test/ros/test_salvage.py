@@ -322,3 +322,32 @@ def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_e
     out = simforge("salvage", str(tmp_path / "a_file"), cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip() == f"simforge salvage: {tmp_path / 'a_file'}: not a run directory (not a directory)"
+
+
+def test_a_run_still_going_on_is_not_salvaged_nor_called_killed(tmp_path):
+    """With no manifest yet, a live run was told "killed?" by verify and info, and salvage
+    made a refused twin of a run that then counted."""
+    import signal
+    import time
+
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--layout", "single",
+                             "--hold-at-step", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path)
+    try:
+        wall_deadline = time.monotonic() + 120
+        while not any(p.read_text().count("\n") >= 4 for p in out.glob("*/steps.jsonl")):  # held after step 3
+            assert time.monotonic() < wall_deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        (run,) = out.iterdir()
+        said = simforge("salvage", str(run), cwd=tmp_path)
+        assert said.returncode == 2, said.stderr
+        assert said.stderr.startswith(f"simforge salvage: {run}: expected a run that has ended, got one still going "
+                                      f"on (simforge run {run.name} (pid {proc.pid})")
+        assert not run.with_name(run.name + "-salvaged").exists()
+        said = simforge("verify", str(run), cwd=tmp_path)
+        assert said.returncode == 2 and "not written yet: the run is still going on" in said.stderr, said.stderr
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
