@@ -24,13 +24,13 @@ import platform
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from simforge_ros.benchmarks import remove_scratch, scratch_dir
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import DISCOVERY_VAR, check_rmw, hold_domain, user_domain
@@ -39,6 +39,7 @@ from simforge_ros.process_tuning import ended_if_stuck, exit_after, tune_process
 DEFAULT_OUT = Path("bench-results") / "bench.json"
 DEADLINE_QUICK_S = 600.0  # --quick takes about 1 minute (issue 7: under 2)
 DEADLINE_FULL_S = 1800.0  # the full bench about 3 minutes
+DEADLINE_MAX_S = 86400.0  # a day: past it, a deadline is a typo (inf overflowed the watchdog's timer)
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ class Watchdog:
             print(f"simforge bench: stopped by {signal.Signals(signum).name} in \"{_SECTION[0]}\"; every process "
                   "it started is killed, no JSON is written", file=sys.stderr, flush=True)
             _kill_descendants()
+            remove_scratch()
             os._exit(128 + signum)
 
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -220,6 +222,7 @@ class Watchdog:
                            f"every process it started is killed, no JSON is written")
         print(f"simforge bench: refused: {err.code}: {err}", file=sys.stderr, flush=True)
         _kill_descendants()
+        remove_scratch()
 
 
 def _kill_descendants() -> None:
@@ -545,9 +548,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     deadline_s = args.deadline_s if args.deadline_s is not None else (
         DEADLINE_QUICK_S if args.quick else DEADLINE_FULL_S)
-    if not deadline_s > 0:
-        print(f"simforge bench: --deadline-s: expected a number of seconds > 0, got {args.deadline_s:g}",
-              file=sys.stderr)
+    if not 0 < deadline_s <= DEADLINE_MAX_S:  # inf: the watchdog's timer overflowed ("unexpected error")
+        print(f"simforge bench: --deadline-s: expected a number of seconds > 0, at most {DEADLINE_MAX_S:g}, got "
+              f"{args.deadline_s:g}", file=sys.stderr)
         return EXIT_USAGE
     try:
         check_rmw()
@@ -579,9 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     tune_process()
     # The single-layout runs happen in this process, whose ROS log stays where the first
     # run pointed it: give the whole bench one log directory of its own and remove it after.
-    with tempfile.TemporaryDirectory(prefix="simforge-bench-log-") as log_dir:
+    with scratch_dir("simforge-bench-log-") as log_dir:
         for key in ("ROS_LOG_DIR", "ROS_HOME"):
-            os.environ.setdefault(key, log_dir)
+            os.environ.setdefault(key, str(log_dir))
         # this machine's own transport, as the floor's peer (a leased domain's env) has it,
         # whatever range the shell asks for: with OFF the floor's peer was never found
         os.environ[DISCOVERY_VAR] = "LOCALHOST"

@@ -100,7 +100,7 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
             raise ConfigError.single("--set", key, f"{_RUN_OPTION[option]} (simforge run sets {key} itself)", item)
         try:
             value = load_rcl_value(raw)  # as `ros2 run ... -p NAME:=VALUE` reads it (rcl)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             value = raw
         out.setdefault(node, {})[name] = value
     return out

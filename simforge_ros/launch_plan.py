@@ -113,7 +113,7 @@ def _value(arg: str, node: str, name: str, text: str) -> Any:
         return coerce(node, name, text, source)
     try:
         value = yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         value = text
     return coerce(node, name, value, source)
 

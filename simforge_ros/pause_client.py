@@ -23,7 +23,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
-from simforge_ros.isolation import check_rmw, domain_holder, tool_discovery_range, user_domain
+from simforge_ros.isolation import MAX_DOMAIN_ID, check_rmw, domain_holder, tool_discovery_range, user_domain
 from simforge_ros.record.rundir import DOMAIN, MANIFEST
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
@@ -84,11 +84,18 @@ def _domain_of(run: Path) -> int:
         raise ConfigError.single("--run", "run", "the directory of a run still going on (this one has ended: "
                                  f"its {MANIFEST} is written)", str(run))
     try:
-        text = (run / DOMAIN).read_text().strip()
+        path = run / DOMAIN
+        if path.exists() and not path.is_file():  # a FIFO there: read_text waited forever
+            raise OSError(0, "not a regular file")
+        with path.open("rb") as handle:
+            text = handle.read(64).decode(errors="replace").strip()
+        domain_id = user_domain(text)
     except OSError as err:
         raise ConfigError.single("--run", "run", f"the directory of a run `simforge run` started ({DOMAIN}: "
                                  f"{err.strerror or err})", str(run)) from None
-    domain_id = user_domain(text)
+    except ConfigError:  # user_domain words it as the environment's ROS_DOMAIN_ID, which it is not
+        raise ConfigError.single("--run", "run", f"the directory of a run `simforge run` started ({DOMAIN}: "
+                                 f"expected a domain from 0 to {MAX_DOMAIN_ID}, got {text!r})", str(run)) from None
     gone = _not_its_domain(run, domain_id)
     if gone is not None:
         raise ConfigError.single("--run", "run", f"the directory of a run still going on ({gone})", str(run))

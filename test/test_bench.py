@@ -300,10 +300,10 @@ def test_watchdog_stays_quiet_when_the_bench_finishes_in_time():
 
 
 def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
-    assert bench.main(["--quick", "--deadline-s", "0"]) == 2
-    assert capsys.readouterr().err == "simforge bench: --deadline-s: expected a number of seconds > 0, got 0\n"
-    assert bench.main(["--quick", "--deadline-s", "nan"]) == 2
-    assert capsys.readouterr().err == "simforge bench: --deadline-s: expected a number of seconds > 0, got nan\n"
+    for given in ("0", "nan", "inf", "1e300"):  # inf overflowed the watchdog's timer: "unexpected error"
+        assert bench.main(["--quick", "--deadline-s", given]) == 2
+        assert capsys.readouterr().err == ("simforge bench: --deadline-s: expected a number of seconds > 0, at most "
+                                           f"86400, got {float(given):g}\n")
 
 
 def test_bench_refuses_an_out_it_cannot_write_before_measuring(tmp_path, capsys, monkeypatch):
@@ -439,3 +439,17 @@ def test_the_watchdogs_signal_handlers_are_undone_when_it_ends():
         dog.stop_on_signals()
         assert all(signal.getsignal(sig) is not handler for sig, handler in before.items())
     assert {sig: signal.getsignal(sig) for sig in before} == before
+
+
+def test_a_bench_ended_at_once_removes_its_scratch_directories():
+    """The deadline and a stop signal end the bench with os._exit, which skips every
+    `finally`: each stopped bench left its runs and logs in /tmp."""
+    from simforge_ros.benchmarks import remove_scratch, scratch_dir
+
+    with scratch_dir("simforge-bench-test-") as kept:
+        (kept / "run").mkdir()
+        remove_scratch()  # what the watchdog and the signal handler call before os._exit
+        assert not kept.exists()
+    with scratch_dir("simforge-bench-test-") as done:
+        pass
+    assert not done.exists()

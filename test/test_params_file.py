@@ -77,6 +77,8 @@ def test_a_file_that_is_not_a_parameter_file_is_one_clear_problem(tmp_path, text
     (b"\xff\xfec\x00l\x00", "bytes that are not UTF-8 text (0xff at byte 0)"),
     (b"clock_master:\n  ros__parameters: {run_id: caf\xe9}\n", "bytes that are not UTF-8 text (0xe9 at byte 45)"),
     (None, "a directory"),
+    # PyYAML composes nesting recursively: "unexpected error: RecursionError"
+    (b"x: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML nested deeper than a few hundred levels"),
 ])
 def test_a_file_that_is_not_utf8_text_or_a_directory_is_said_so(tmp_path, data, got):
     """They were named by an exception's class: 'UnicodeDecodeError', 'IsADirectoryError'."""

@@ -35,3 +35,20 @@ def test_a_domain_another_run_holds_now_is_not_touched(tmp_path, capsys):
         assert main(["--run", str(run)]) == 2
     err = capsys.readouterr().err
     assert f"(its ROS_DOMAIN_ID={domain} is now simforge run right_turn-s0-00-other1 (pid " in err
+
+
+def test_a_domain_file_that_is_no_domain_is_the_runs_not_the_environments(tmp_path, capsys):
+    """'abc' there was said as the environment's ROS_DOMAIN_ID ("unset: simforge leases a
+    free one"), and a FIFO there hung it."""
+    import os
+
+    run = _run_dir(tmp_path, "r", 0)
+    (run / DOMAIN).write_text("abc\n")
+    assert main(["--run", str(run)]) == 2
+    assert capsys.readouterr().err == (f"simforge pause: --run: run: expected the directory of a run `simforge run` "
+                                       f"started ({DOMAIN}: expected a domain from 0 to 232, got 'abc'), got "
+                                       f"'{run}'\n")
+    (run / DOMAIN).unlink()
+    os.mkfifo(run / DOMAIN)
+    assert main(["--run", str(run)]) == 2
+    assert "(logs/ros_domain_id: not a regular file)" in capsys.readouterr().err

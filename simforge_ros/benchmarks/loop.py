@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any
 import yaml
 
 from simforge_ros import topics
+from simforge_ros.benchmarks import scratch_dir
 
 FOUR_CAMERAS = ("front", "left", "rear", "right")
 _NODE_MARK = "simforge_ros.nodes."
@@ -163,8 +163,7 @@ def run_loop(
     """One lockstep run through the product's runner; its timing, losses and memory."""
     from simforge_ros.runner import RunSpec, run
 
-    root = Path(tempfile.mkdtemp(prefix="simforge-bench-"))
-    try:  # a bench stopped midway (deadline, Ctrl-C) leaves no run directory behind either
+    with scratch_dir("simforge-bench-") as root:  # a bench stopped midway leaves no run directory behind
         run_id = f"bench-{layout}-{len(cameras)}cam-{'rec' if record else 'norec'}-{steps}"
         out_dir = root / run_id
         sets: dict[str, dict[str, Any]] = {"sim_bridge": {"cameras": list(cameras)}}
@@ -221,8 +220,6 @@ def run_loop(
             keep.mkdir(parents=True, exist_ok=True)
             shutil.move(str(out_dir), str(keep / run_id))
         return out
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def rss_growth(rss: dict[str, Any]) -> dict[str, float]:

@@ -11,11 +11,12 @@ as in a run. Nothing crosses a transport and no executor dispatches them.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from simforge_ros.benchmarks import scratch_dir
 
 
 def step_messages(steps: int, scenario: str = "right_turn") -> list[list[tuple[str, bytes]]]:
@@ -92,8 +93,8 @@ def recorder_alone(steps: int, backlog_steps: int = 64) -> dict[str, Any]:
 
     messages = step_messages(steps)
     params = String(data=json.dumps({"node": "clock_master", "params": {"recorder_backlog_steps": backlog_steps}}))
-    with tempfile.TemporaryDirectory(prefix="simforge-bench-recorder-") as tmp:
-        elapsed_ns, chained = feed_recorder((m for step in messages for m in step), Path(tmp) / "run",
+    with scratch_dir("simforge-bench-recorder-") as tmp:
+        elapsed_ns, chained = feed_recorder((m for step in messages for m in step), tmp / "run",
                                             before=[(topics.NODE_PARAMS, serialize_message(params))])
     return {"steps": steps, "steps_chained": chained, "us_per_step": elapsed_ns / 1000.0 / steps,
             "messages_per_step": len(messages[0]) if messages else 0}

@@ -209,3 +209,5 @@ def load_yaml_file(path: Path, loader: type[UniqueKeyLoader] = UniqueKeyLoader) 
         return yaml.load(data, Loader=loader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as err:
         raise UnreadableYaml(yaml_problem(err)) from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise UnreadableYaml(Printed("YAML nested deeper than a few hundred levels")) from None

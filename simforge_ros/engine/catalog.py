@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from simforge_ros.core.errors import Printed
 from simforge_ros.core.yaml_file import UniqueKeyLoader, not_utf8, yaml_problem
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
@@ -107,4 +108,7 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         doc = yaml.load(source, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as err:
         raise ScenarioError(path, "<document>", "valid YAML", yaml_problem(err)) from err
+    except RecursionError:  # "unexpected error: RecursionError" before
+        raise ScenarioError(path, "<document>", "YAML nested a few hundred levels deep at most",
+                            Printed("one nested deeper")) from None
     return build_scenario(doc, path, source, hashlib.sha256(source).hexdigest())

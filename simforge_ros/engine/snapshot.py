@@ -16,7 +16,10 @@ it (exit 1 if one differs).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from simforge_ros.core.errors import EXIT_USAGE
@@ -131,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out == "":  # named no directory: the PNGs went to the default one unasked
         say("render", f"--out: expected a directory simforge can create ({out_dir_problem('')}), got ''")
         return EXIT_USAGE
-    cameras = [c for c in (args.cameras or "chase,front").split(",") if c]
+    cameras = [c for c in (args.cameras if args.cameras is not None else "chase,front").split(",") if c]
     if args.cameras is not None and (not cameras or len(set(cameras)) < len(cameras)):
         # ",," drew nothing of a scenario and every frame of a run; "front,front" drew it twice
         parser.error(f"--cameras: expected distinct names from {','.join(CAMERA_NAMES)}, got {args.cameras!r}")
@@ -172,18 +175,43 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         written: list[Path] = []
-        if not args.topdown_only:
-            written += write_camera_pngs(
-                sc, args.step, args.out, cameras, args.decision_us, args.seed, args.width, args.height
-            )
-        if not args.no_topdown:
-            written.append(write_topdown_png(sc, Path(args.out) / f"{sc.name}_topdown.png"))
-    except (ScenarioError, ValueError, OSError) as err:
+        with _all_or_none(args.out):
+            if not args.topdown_only:
+                written += write_camera_pngs(
+                    sc, args.step, args.out, cameras, args.decision_us, args.seed, args.width, args.height
+                )
+            if not args.no_topdown:
+                written.append(write_topdown_png(sc, Path(args.out) / f"{sc.name}_topdown.png"))
+    except (ScenarioError, ValueError) as err:
         say("render", err)
+        return EXIT_USAGE
+    except OSError as err:
+        say("render", _not_written(err, args.out))
         return EXIT_USAGE
     for p in written:
         print(p)
     return 0
+
+
+@contextlib.contextmanager
+def _all_or_none(out: str) -> Iterator[None]:
+    """The PNGs a render writes into ``out``, all of them or, when one cannot be written
+    (a directory of its name there, a file system that refuses it), none that were new:
+    the first ones stayed beside the error."""
+    before = set(os.listdir(out))
+    try:
+        yield
+    except OSError:
+        for name in set(os.listdir(out)) - before:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(out, name))
+        raise
+
+
+def _not_written(err: OSError, out: str) -> str:
+    shown = os.path.basename(err.filename) if isinstance(err.filename, str) else "a PNG"
+    return (f"--out: expected a directory simforge can write the PNGs into ({shown}: {err.strerror or err}), "
+            f"got {out!r}")
 
 
 def _flag_problem(args: argparse.Namespace) -> str | None:
@@ -216,12 +244,17 @@ def _render_run(path: Path, step: int | None, out: str, cameras: list[str] | Non
             say("render", f"--out: expected a directory simforge can create ({problem}), got {out!r}")
             return EXIT_USAGE
         run_id = run.manifest["run_id"]
-        written = [(write_png(Path(out) / f"{run_id}_step{at}_{f.camera}.png", f.pixels), f) for f in frames]
     except FramesError as err:
         say("render", f"{path}: {err}")
         return EXIT_USAGE
     except (SimforgeError, OSError) as err:  # RunDirError, BagError: one line, never a traceback
         say("render", err)
+        return EXIT_USAGE
+    try:
+        with _all_or_none(out):
+            written = [(write_png(Path(out) / f"{run_id}_step{at}_{f.camera}.png", f.pixels), f) for f in frames]
+    except OSError as err:
+        say("render", _not_written(err, out))
         return EXIT_USAGE
     for png, frame in written:
         seen = "as chained" if frame.matches else f"DIFFERS from the chained {frame.chained}"

@@ -437,7 +437,7 @@ def _why_unreadable(path: Path, err: Exception) -> str:
 
     try:
         info = yaml.safe_load((path / "metadata.yaml").read_bytes())
-    except (OSError, yaml.YAMLError, UnicodeDecodeError) as bad:
+    except (OSError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as bad:
         return f"metadata.yaml: not readable YAML ({type(bad).__name__}; corrupt?)"
     if not isinstance(info, dict) or not isinstance(info.get("rosbag2_bagfile_information"), dict):
         return "metadata.yaml: not rosbag2 metadata (no 'rosbag2_bagfile_information' mapping; empty or truncated?)"

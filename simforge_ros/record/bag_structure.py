@@ -95,7 +95,7 @@ def bag_problem(bag_path: Path) -> str | None:
         info = yaml.safe_load((bag_path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
         files = [bag_path / str(f) for f in info["relative_file_paths"]]
         storage = info.get("storage_identifier")
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, KeyError, TypeError, AttributeError):
         return None  # reading the bag says what is wrong with it
     check = {"mcap": mcap_problem, "sqlite3": sqlite_problem}.get(str(storage))
     if check is None:
@@ -150,7 +150,7 @@ def sqlite_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str
         con.close()
     try:
         inner = [yaml.safe_load(str(row[0])) for row in rows]
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         inner = []
     if inner != [dict(bag_info)]:
         return f"{path.name}: its metadata table is not the bag's metadata.yaml"
@@ -423,7 +423,7 @@ def _check_metadata(name: str, indexes: list[bytes], found: _Found, bag_info: Ma
         pos += 4 + v
     try:
         inner = yaml.safe_load(entries.get("serialized_metadata", ""))
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         inner = None
     if inner != dict(bag_info):
         raise McapProblem(f"{name}: its rosbag2 metadata record is not the bag's metadata.yaml")

@@ -249,7 +249,7 @@ def _made_without_record(path: Path) -> bool:
     try:
         params = yaml.safe_load((path / PARAMS).read_text())
         return params["clock_master"]["ros__parameters"]["record"] is False
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError, KeyError, TypeError):
         return False
 
 

@@ -172,6 +172,7 @@ def test_render_draws_into_the_current_directory_by_default_and_names_the_step(t
 @pytest.mark.parametrize("args, said", [
     (["--cameras", "front,front"], "--cameras: expected distinct names from"),
     (["--cameras", ",,"], "--cameras: expected distinct names from"),
+    (["--cameras", ""], "--cameras: expected distinct names from"),  # drew the default cameras, unsaid
     (["--topdown-only", "--no-topdown"], "not allowed with argument"),
     (["--topdown-only", "--step", "-1"], "--step: --topdown-only draws the whole route, at no step"),
 ])
@@ -191,3 +192,15 @@ def test_a_refused_render_leaves_no_out_directory_behind(tmp_path, capsys, scena
     assert main([scenario, "--out", str(tmp_path / "o"), "--no-topdown", *args]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_a_png_that_cannot_be_written_names_out_and_leaves_none_of_the_render(tmp_path, capsys):
+    """A directory named as the top-down PNG: "[Errno 21] Is a directory", the camera PNGs
+    written before it left beside the error."""
+    out = tmp_path / "o"
+    (out / "right_turn_topdown.png").mkdir(parents=True)
+    (out / "kept.txt").write_text("mine")
+    assert main(["right_turn", "--step", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (f"simforge render: --out: expected a directory simforge can write the PNGs "
+                                       f"into (right_turn_topdown.png: Is a directory), got {str(out)!r}\n")
+    assert sorted(p.name for p in out.iterdir()) == ["kept.txt", "right_turn_topdown.png"]

@@ -309,6 +309,15 @@ def test_a_scenario_file_past_16_mib_is_refused_before_it_is_read(write_doc, min
         load_scenario(path)
 
 
+def test_yaml_nested_too_deep_for_the_parser_is_named(write_doc):
+    """`simforge render deep.yaml` said "unexpected error: RecursionError", and `simforge
+    run` left a run directory behind its bridge's crash."""
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write_doc("[" * 5000 + "]" * 5000))
+    assert str(err.value).endswith("<document>: expected YAML nested a few hundred levels deep at most, got one "
+                                   "nested deeper")
+
+
 def test_base_60_floats_and_tagged_octal_are_no_numbers_either(write_doc, minimal_doc):
     """0:7.0 read as the float 7.0, and `!!int 020` as 16."""
     text = write_doc(minimal_doc()).read_text()
