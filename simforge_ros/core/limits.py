@@ -25,3 +25,6 @@ PLANNER_SAMPLES = (1, 1024)
 
 TORCH_THREADS = (1, 256)
 """torch's intra-op threads for a deterministic planner: 100 000 ended the process (SIGSEGV)."""
+
+PROBE_CALLS = (1, 1_000_000)
+"""`simforge probe-driver --calls`: 10^20 ran on, its list of plans growing, until killed."""

@@ -10,6 +10,7 @@ the model's, not the data's.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import struct
 import sys
@@ -21,16 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.core.limits import INT64, PLANNER_SAMPLES, TORCH_THREADS
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Printed, Refusal, SimforgeError
+from simforge_ros.core.limits import INT64, PLANNER_SAMPLES, PROBE_CALLS, TORCH_THREADS
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.values import Pose2D, TrajectoryPoint, VehicleState
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.torch_planner import (
     DEFAULT_FRAMES_HW,
     SURROUND_CAMERAS,
+    WEIGHTS_FIELD,
     TorchPlanner,
     TorchPlannerConfig,
+    failed_as_weights,
 )
 
 InputsLoader = Callable[[Path], list[Observation]]
@@ -42,6 +45,9 @@ SettingsLoader = Callable[[Path], Mapping[str, Any]]
 RUN_SETTINGS = ("weights", "weights_seed", "samples", "dtype")
 """What --inputs RUN takes from a torch run's driver unless the command line gives it:
 probing a run's frames on another model than the run's answers another question."""
+RUN_WEIGHTS_DIGEST = "weights_sha256"
+"""The key a SettingsLoader adds to a run's driver parameters: the SHA-256 of the weights
+the run loaded (its manifest's digests.weights)."""
 DEFAULT_SETTINGS: dict[str, Any] = {"weights": None, "weights_seed": 0, "samples": 1, "dtype": "float32"}
 
 NO_LOADER_MESSAGE = "reading inputs from a run needs the recorder's bag reader"
@@ -83,16 +89,23 @@ def probe(config: TorchPlannerConfig, inputs: Sequence[Observation], calls: int)
     first_frame = next(iter(obs.frames.values()))
     planner = TorchPlanner(config, frames_hw=(first_frame.shape[0], first_frame.shape[1]))
     planner.reset(PROBE_RUN_SEED, obs.decision_us)
-    planner.plan(obs)  # warm-up
-    bits: list[bytes] = []
-    start_s = time.perf_counter()
-    for _ in range(calls):
-        bits.append(_plan_bits(planner.plan(obs)))
-    elapsed_s = time.perf_counter() - start_s
+    weights = config.weights_path or f"seeded:{config.weights_seed}"
+    try:  # the model the file holds, called on real frames (its start-up check drew none)
+        planner.plan(obs)  # warm-up
+        bits: list[bytes] = []
+        start_s = time.perf_counter()
+        for _ in range(calls):
+            bits.append(_plan_bits(planner.plan(obs)))
+        elapsed_s = time.perf_counter() - start_s
+    except Refusal as err:  # a plan the loop would refuse (non-finite): the model's, named
+        raise ConfigError.single("driver", WEIGHTS_FIELD, "a model whose plans the planner takes",
+                                 Printed(repr(f"{weights}: {err.detail}"))) from None
+    except Exception as exc:  # noqa: BLE001 - a user's model raising: TorchScript's 17-line traceback was shown
+        raise ConfigError.single("driver", WEIGHTS_FIELD, "a model the planner can call",
+                                 failed_as_weights(weights, exc)) from None
     identical = sum(1 for b in bits if b == bits[0])
     mode = "on" if config.deterministic else "off"
     ms_per_call = elapsed_s * 1e3 / calls
-    weights = config.weights_path or f"seeded:{config.weights_seed}"
     return ProbeResult(mode, calls, identical, ms_per_call, config.samples, config.dtype, str(weights),
                        planner.weights_sha256)
 
@@ -186,6 +199,24 @@ def _settings(args: argparse.Namespace, run: Mapping[str, Any] | None) -> dict[s
     return out
 
 
+def _check_run_weights(run: Mapping[str, Any] | None, weights: str | None) -> None:
+    """--inputs RUN probes the run's own model: its weights file must still hold what the
+    run loaded (the manifest's digest). Overwritten, it was probed unsaid but for a hash
+    in the header.
+
+    Raises:
+        ConfigError: the file's SHA-256 is not the run's.
+    """
+    recorded = (run or {}).get(RUN_WEIGHTS_DIGEST)
+    if not weights or not isinstance(recorded, str) or not Path(weights).is_file():
+        return  # seeded, or none recorded: nothing to hold it to (a missing file: the planner says so)
+    with Path(weights).open("rb") as handle:
+        now = hashlib.file_digest(handle, "sha256").hexdigest()
+    if now != recorded:
+        raise ConfigError.single("driver", WEIGHTS_FIELD, f"the run's model (sha256 {recorded[:16]}), or --weights",
+                                 Printed(repr(f"{weights}: sha256 {now[:16]}, changed since the run")))
+
+
 def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
          run_settings: SettingsLoader | None = None) -> int:
     """``simforge probe-driver``: exit 0 when deterministic-on plans are all identical.
@@ -199,7 +230,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
         args = _parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help is 0, a usage error 2
         return int(exc.code or 0)
-    for flag, value, (low, high) in (("--calls", args.calls, (1, None)), ("--samples", args.samples, PLANNER_SAMPLES),
+    for flag, value, (low, high) in (("--calls", args.calls, PROBE_CALLS), ("--samples", args.samples, PLANNER_SAMPLES),
                                      ("--threads", args.threads, TORCH_THREADS), ("--seed", args.seed, (0, INT64[1])),
                                      ("--weights-seed", args.weights_seed, (0, INT64[1]))):
         # --seed -3 failed in numpy, --threads 100000 ended the process (SIGSEGV), --samples
@@ -228,6 +259,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
                 base = replace(base, cameras=run_cameras)
             elif names and not set(base.cameras) <= set(names):  # a recorded rig of its own
                 base = replace(base, cameras=names)
+        _check_run_weights(run, chosen["weights"] if args.weights is None else None)
         modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
         results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]
     except (SimforgeError, OSError, ValueError, KeyError) as exc:

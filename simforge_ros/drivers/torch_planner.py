@@ -32,7 +32,7 @@ from simforge_ros.core.errors import (
     RateNotMultiple,
     one_line,
 )
-from simforge_ros.core.limits import PLANNER_SAMPLES, TORCH_THREADS
+from simforge_ros.core.limits import INT64, PLANNER_SAMPLES, TORCH_THREADS
 from simforge_ros.core.lockstep import MAX_PLAN_POINTS
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
@@ -91,7 +91,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "waypoints": (lambda v: _is_int(v) and 0 < v <= MAX_PLAN_POINTS, f"an integer from 1 to {MAX_PLAN_POINTS}"),
     "waypoint_dt_us": _POSITIVE_INT,
     "weights_path": (lambda v: v is None or isinstance(v, str), "a weights file path, or empty"),
-    "weights_seed": (lambda v: _is_int(v) and v >= 0, "an integer >= 0"),
+    "weights_seed": (lambda v: _is_int(v) and 0 <= v <= INT64[1], f"an integer from 0 to {INT64[1]}"),
     "deterministic": (lambda v: isinstance(v, bool), "true or false"),
     "num_threads": (lambda v: _is_int(v) and TORCH_THREADS[0] <= v <= TORCH_THREADS[1],
                     f"an integer from {TORCH_THREADS[0]} to {TORCH_THREADS[1]}"),
@@ -204,26 +204,31 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
     path = Path(config.weights_path)
     if not path.is_file():
         raise ConfigError.single("driver", WEIGHTS_FIELD, "an existing weights file", str(path))
-    data = path.read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
     expected = f"a state_dict or TorchScript for {n_cam} cameras and {k} waypoints"
-    if not (zipfile.is_zipfile(path) or data[:1] == b"\x80"):  # torch.save's zip, or a legacy pickle
+    with path.open("rb") as handle:  # its first byte, not the file: a 2 GB data file named by mistake took 2 GB
+        first = handle.read(1)
+    if not (zipfile.is_zipfile(path) or first == b"\x80"):  # torch.save's zip, or a legacy pickle
         not_torch = f"{path}: not a file torch.save or torch.jit.save wrote"
         raise ConfigError.single("driver", WEIGHTS_FIELD, expected, not_torch)
+    with path.open("rb") as handle:
+        sha = hashlib.file_digest(handle, "sha256").hexdigest()
     try:
         if _is_torchscript(path):
             with warnings.catch_warnings():  # torch.jit is deprecated in 2.13; still loads
                 warnings.simplefilter("ignore", DeprecationWarning)
                 return torch.jit.load(str(path), map_location="cpu"), "torchscript", sha
         net = SurroundPlannerNet(n_cam, k)
-        net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True), strict=True)
+        with warnings.catch_warnings():  # a file that is no pickle: "Detected pickle protocol 236" on stderr
+            warnings.simplefilter("ignore", UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        net.load_state_dict(state, strict=True)
     except Exception as exc:  # noqa: BLE001 - a user's file: torch raises UnpicklingError, EOFError,
         # RuntimeError, BadZipFile... for files that are not weights; each is the same bad field
-        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, _failed(path, exc)) from None
+        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, failed_as_weights(path, exc)) from None
     return net, "state_dict", sha
 
 
-def _failed(path: object, exc: BaseException) -> Printed:
+def failed_as_weights(path: object, exc: BaseException) -> Printed:
     """What a weights file or model did, shown whole (a Problem cuts a long got to its
     start, and torch's size mismatch names the shapes past that)."""
     return Printed(repr(f"{path}: {_one_line(exc)}"))
@@ -356,7 +361,7 @@ class TorchPlanner:
                 out = self.model(images, torch.zeros(1), torch.zeros((cfg.samples, self._latent_dim())))
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         except Exception as exc:  # noqa: BLE001 - a user's model: whatever it raises, it does not fit
-            raise ConfigError.single("driver", WEIGHTS_FIELD, want, _failed(cfg.weights_path, exc)) from None
+            raise ConfigError.single("driver", WEIGHTS_FIELD, want, failed_as_weights(cfg.weights_path, exc)) from None
         if shape != (cfg.samples, cfg.waypoints, 2):
             raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: it answered {shape}")
 

@@ -477,6 +477,11 @@ class ClockMaster:
         if len(sent) > 1:  # the others' answers, should they come, are not waited for
             _cancel(f for f in sent if f is not future)
         response: Any = future.result()
+        if time.monotonic() > wall_deadline and getattr(response, "ok", True):
+            # answered past its limit: in `single` a participant's callback holds this thread
+            # (a torch model 40 s a call counted there, and was refused in `processes`); one
+            # that refused, its own watchdog's words (SimBridge: "still working after ...") stand
+            raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             try:
                 peer.note_answer(response.pid, response.host, step)

@@ -71,6 +71,10 @@ def driver_settings(run_dir: Path) -> Mapping[str, Any]:
     Raises:
         RunDirError: not a run directory, or its manifest is broken.
     """
-    driver = (load_run(Path(run_dir)).manifest.get("nodes") or {}).get("driver")
+    manifest = load_run(Path(run_dir)).manifest
+    driver = (manifest.get("nodes") or {}).get("driver")
     params = driver.get("params") if isinstance(driver, Mapping) else None
-    return params if isinstance(params, Mapping) else {}
+    if not isinstance(params, Mapping):
+        return {}
+    weights = (manifest.get("digests") or {}).get("weights")  # probe.RUN_WEIGHTS_DIGEST: what the file must hold
+    return {**params, "weights_sha256": weights} if isinstance(weights, str) else dict(params)

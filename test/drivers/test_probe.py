@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from simforge_ros.drivers.policy import Observation
 from simforge_ros.drivers.probe import (
@@ -16,7 +19,7 @@ from simforge_ros.drivers.probe import (
     main,
     probe,
 )
-from simforge_ros.drivers.torch_planner import TorchPlannerConfig
+from simforge_ros.drivers.torch_planner import SURROUND_CAMERAS, TorchPlanner, TorchPlannerConfig
 
 
 def test_deterministic_on_is_n_of_n_identical() -> None:
@@ -129,8 +132,53 @@ def test_bad_arguments_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
         assert main([flag, value]) == 2
         said = capsys.readouterr().err
         assert said == f"simforge probe-driver: {flag}: expected an integer {expected}, got {value}\n"
-    assert main(["--calls", "0"]) == 2
-    assert capsys.readouterr().err == "simforge probe-driver: --calls: expected an integer >= 1, got 0\n"
+    for calls in ("0", "99999999999999999999"):  # 10^20 ran on, its list of plans growing, until killed
+        assert main(["--calls", calls]) == 2
+        assert capsys.readouterr().err == (f"simforge probe-driver: --calls: expected an integer from 1 to 1000000, "
+                                           f"got {calls}\n")
     assert main(["--deterministic", "maybe"]) == 2
     assert main(["--weights", "/nonexistent/planner.pt", "--calls", "1"]) == 2
     assert "driver.weights:" in capsys.readouterr().err
+
+
+class _RaisesOnFrames(torch.nn.Module):
+    """Passes the planner's start-up check (black frames), raises on a drawn one."""
+
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        if bool(images.abs().sum() > 0):
+            raise RuntimeError("boom on a real frame")
+        return torch.zeros((noise.shape[0], 10, 2))
+
+
+def test_a_model_that_fails_when_probed_is_named_by_its_weights(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """TorchScript's 17-line traceback, exit 1 (which says a deterministic call differed)."""
+    path = tmp_path / "raises.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(_RaisesOnFrames()), str(path))
+    assert main(["--weights", str(path), "--calls", "2"]) == 2
+    said = capsys.readouterr().err
+    assert said.startswith("simforge probe-driver: driver: driver.weights: expected a model the planner can call, got ")
+    assert str(path) in said and "boom on a real frame" in said and said.count("\n") == 1
+
+
+def test_inputs_hold_the_weights_file_to_the_runs_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Overwritten since the run, the file was probed as "the run's own model" unsaid."""
+    path = tmp_path / "w.pt"
+    torch.save(TorchPlanner(TorchPlannerConfig()).model.state_dict(), path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    run = {"policy": "torch", "weights": str(path), "weights_seed": 0, "samples": 1, "dtype": "float32",
+           "weights_sha256": digest}
+
+    def loader(_run_dir: Path) -> list[Observation]:
+        return generated_inputs(3, SURROUND_CAMERAS)
+
+    argv = ["--inputs", str(tmp_path), "--calls", "1", "--deterministic", "on"]
+    assert main(argv, loader, lambda _run_dir: run) == 0
+    capsys.readouterr()
+    torch.save(TorchPlanner(TorchPlannerConfig(weights_seed=9)).model.state_dict(), path)  # other weights
+    assert main(argv, loader, lambda _run_dir: run) == 2
+    assert (f"expected the run's model (sha256 {digest[:16]}), or --weights, got '{path}: sha256 "
+            in capsys.readouterr().err)
+    assert main([*argv, "--weights", str(path)], loader, lambda _run_dir: run) == 0  # named: probed as asked

@@ -384,6 +384,9 @@ def test_from_params_builds_a_config_and_names_every_bad_field() -> None:
     # a plan the loop would refuse at step 0 (core.lockstep.MAX_PLAN_POINTS) is refused here
     with pytest.raises(ConfigError, match=r"driver\.waypoints: expected an integer from 1 to 10000, got 10001"):
         TorchPlannerConfig(waypoints=10_001)
+    # a kept run's manifest edited to 10^30: "Overflow when unpacking long long", no field named
+    with pytest.raises(ConfigError, match=r"driver\.weights_seed: expected an integer from 0 to 9223372036854775807"):
+        TorchPlannerConfig(weights_seed=10**30)
 
 
 def test_the_drivers_package_does_not_import_torch() -> None:

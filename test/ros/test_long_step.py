@@ -63,3 +63,15 @@ def test_ctrl_c_during_a_long_step_in_one_process_ends_it(tmp_path, monkeypatch)
     assert result.refusal["detail"] == f"sim_bridge: interrupted (had advanced {done} of its {TICKS} ticks)"
     assert chunks == [ADVANCE_CHUNK_TICKS] * 3
     assert result.steps == 1
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_an_answer_past_the_call_limit_is_refused_in_both_layouts(tmp_path, layout):
+    """A participant busy in one call it cannot cut into chunks (a torch model taking 40 s,
+    a sleep) answered late in `single`, and the run counted there while `processes`
+    refused it: in one process the clock master waits on the thread that participant holds."""
+    result = lockstep(tmp_path, steps=40, layout=layout, faults=("jitter=80",),
+                      sets={"clock_master": {"participant_timeout_ms": 30}, "sim_bridge": {"cameras": []}})
+    assert result.status == "refused", result
+    assert result.refusal is not None and result.refusal["code"] == "participant_timeout", result.refusal
+    assert result.refusal["detail"].endswith("did not answer within 0.03 s")
