@@ -295,6 +295,14 @@ def section_matches(key: str, node: str) -> bool:
     return re.fullmatch(regex, "/" + node) is not None
 
 
+def rcl_said(err: BaseException) -> str:
+    """What rcl says in an RCLError, on one line: its "Error: ..." without where in rcl's
+    source it was raised (the whole text when it has no such part)."""
+    text = " ".join(str(err).split())
+    said = re.search(r"(?:Error|error): (.*?)(?:, at /|$)", text)
+    return said[1] if said else text
+
+
 def rcl_refusal(path: Path) -> str | None:
     """What rcl, the parser every ROS 2 node reads ``--params-file`` with, says of the
     file when it refuses it (None: it takes it, or rclpy is not installed to ask). A section
@@ -313,11 +321,9 @@ def rcl_refusal(path: Path) -> str | None:
         try:  # domain 0 and no logging: the environment's ROS_DOMAIN_ID and log dir are not this check's
             context.init(["--ros-args", "--params-file", str(path)], initialize_logging=False, domain_id=0)
         except Exception as err:  # noqa: BLE001 - RCLError: rcl's own message is what is said
-            text = " ".join(str(err).split())
-            if "Couldn't parse params file" not in text:
+            if "Couldn't parse params file" not in " ".join(str(err).split()):
                 return None  # not the file's: what starts the run says it in its own words
-            said = re.search(r"Error: (.*?)(?:, at /|$)", text)
-            return said[1] if said else text
+            return rcl_said(err)
     context.shutdown()
     return None
 

@@ -24,7 +24,7 @@ from typing import Any
 from simforge_ros import topics
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.isolation import MAX_DOMAIN_ID, check_rmw, domain_holder, tool_discovery_range, user_domain
-from simforge_ros.record.rundir import DOMAIN, MANIFEST
+from simforge_ros.record.rundir import DOMAIN, MANIFEST, holds_run
 from simforge_ros.tools import parse, say, stop_on_sigterm
 
 _LOOK_S = 0.25  # wall clock: how often a wait looks whether the run (--run) has ended
@@ -110,7 +110,7 @@ def _not_its_domain(run: Path, domain_id: int) -> str | None:
     if holder is None:
         return (f"no run holds its ROS_DOMAIN_ID={domain_id}: it was stopped before writing its {MANIFEST}; "
                 "`simforge salvage` keeps what it recorded")
-    if not holder.startswith(f"simforge run {run.resolve().name} "):
+    if not holds_run(holder, run):
         return f"its ROS_DOMAIN_ID={domain_id} is now {holder}'s"
     return None
 

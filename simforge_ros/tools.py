@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros.core.errors import EXIT_USAGE
+from simforge_ros.record.rundir import MANIFEST, STEPS
 
 
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
@@ -83,9 +84,10 @@ def given_twice(paths: Sequence[Path]) -> tuple[Path, Path] | None:
             info = os.stat(path)
         except (OSError, ValueError):
             continue  # loading it says what is wrong with it
-        first = seen.setdefault((info.st_dev, info.st_ino), path)
-        if first is not path:
-            return first, path
+        key = (info.st_dev, info.st_ino)
+        if key in seen:
+            return seen[key], path
+        seen[key] = path
     return None
 
 
@@ -95,7 +97,7 @@ def kept_run_around(path: Path) -> Path | None:
     try:
         here = Path(os.path.abspath(path)).resolve()
         for folder in (here, *here.parents):
-            if (folder / "manifest.json").is_file() or (folder / "steps.jsonl").is_file():
+            if (folder / MANIFEST).is_file() or (folder / STEPS).is_file():
                 return folder
     except (OSError, RuntimeError):  # a name too long, a loop of symbolic links
         return None

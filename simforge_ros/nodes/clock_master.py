@@ -27,7 +27,6 @@ import rclpy
 from rclpy.client import Client
 from rclpy.duration import Duration
 from rclpy.executors import Executor
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node, NodeNameNonExistentError
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String, UInt64
@@ -76,6 +75,7 @@ from simforge_ros.nodes.common import (
     RECORD_QOS,
     TEARDOWN_S,
     WALL_POLL_S,
+    RCLError,
     close_nodes,
     declare_params,
     exit_if_stuck,
@@ -101,7 +101,6 @@ from simforge_ros.process_tuning import (
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
-RCLError = _rclpy.RCLError
 # The one line a launcher reads from the clock master's stdout for the outcome.
 OUTCOME_PREFIX = "SIMFORGE_OUTCOME "
 # Wall-clock wait for the recorder to acknowledge the last records before Finish is sent.

@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -41,7 +40,7 @@ from simforge_ros.core.errors import (
 )
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.core.units import resolve_period
-from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as, read_params_file
+from simforge_ros.params import NODE_PARAMS, RCLPY_PARAMS, ParamSpec, coerce, meant_as, rcl_said, read_params_file
 from simforge_ros.process_tuning import (
     LAUNCHER_ENV,
     TEARDOWN_CUT,
@@ -569,10 +568,8 @@ def start_rclpy(node_name: str, argv: list[str]) -> int | None:
     try:
         rclpy.init(args=argv)
     except RCLError as err:  # a file or argument rcl refuses: its "Error: ..." said, not its traceback
-        text = " ".join(str(err).split())
-        said = re.search(r"(?:Error|error): (.*?)(?:, at /|$)", text)
-        print(f"{node_name}: cannot start: rcl refused the ROS arguments: {said[1] if said else text}",
-              file=sys.stderr, flush=True)
+        print(f"{node_name}: cannot start: rcl refused the ROS arguments: {rcl_said(err)}", file=sys.stderr,
+              flush=True)
         return EXIT_USAGE
     return None
 

@@ -180,11 +180,20 @@ def still_running(path: Path) -> str | None:
     from simforge_ros.isolation import domain_holder
 
     try:
-        domain_id = int((path / DOMAIN).read_text().strip())
+        if not (path / DOMAIN).is_file():  # a FIFO there would be waited on
+            return None
+        with (path / DOMAIN).open("rb") as handle:
+            domain_id = int(handle.read(64).strip())
         holder = domain_holder(domain_id)
     except (OSError, ValueError):
         return None
-    return holder if holder is not None and holder.startswith(f"simforge run {path.resolve().name} ") else None
+    return holder if holds_run(holder, path) else None
+
+
+def holds_run(holder: str | None, path: Path) -> bool:
+    """Whether a domain's holder (isolation.domain_holder's words) is the `simforge run` of
+    the run in ``path``."""
+    return holder is not None and holder.startswith(f"simforge run {path.resolve().name} ")
 
 
 def _load_run(path: Path) -> RunDir:
