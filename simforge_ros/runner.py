@@ -65,7 +65,7 @@ from simforge_ros.process_tuning import (
     ended_if_stuck,
 )
 from simforge_ros.record.manifest import write_json
-from simforge_ros.record.rundir import DOMAIN, PARAMS
+from simforge_ros.record.rundir import DOMAIN, PARAMS, RUNNER_REFUSAL
 from simforge_ros.resources import use_fastdds_profile
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -822,8 +822,15 @@ def _refuse_unclean(spec: RunSpec, result: RunResult, unclean: list[str]) -> Run
 
 def _refuse_in_manifest(spec: RunSpec, refusal: dict[str, Any]) -> None:
     """Write the runner's refusal into the recorder's manifest, where there is one: the
-    manifest and the exit status always agree."""
+    manifest and the exit status always agree. Where there is none (a killed recorder), into
+    logs/refusal.json, for `simforge salvage` to keep: the clock master, stopped for the
+    loss, may have ended before it said its own outcome (a salvaged run then said
+    incomplete_run where the run's exit status said participant_lost)."""
     manifest_path = spec.out_dir / "manifest.json"
+    if not manifest_path.exists():
+        with contextlib.suppress(OSError):
+            write_json(spec.out_dir / RUNNER_REFUSAL, refusal)
+        return
     with contextlib.suppress(OSError, ValueError):  # unreadable or unwritable: the exit status still says it
         manifest = json.loads(manifest_path.read_text())
         manifest["status"], manifest["refusal"] = "refused", refusal

@@ -26,6 +26,7 @@ MANIFEST = "manifest.json"
 STEPS = "steps.jsonl"
 PARAMS = "params.yaml"  # what `simforge run` started the nodes with (rerun, salvage)
 DOMAIN = "logs/ros_domain_id"  # the ROS domain the run's nodes are in, while it runs (simforge pause --run)
+RUNNER_REFUSAL = "logs/refusal.json"  # `simforge run`'s refusal of a run no manifest was written for (salvage)
 STATUSES = ("counted", "refused")
 STORAGES = ("mcap", "sqlite3")
 STEP_KEYS = (

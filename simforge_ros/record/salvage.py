@@ -52,6 +52,7 @@ from simforge_ros.record.bag_structure import (
 from simforge_ros.record.rundir import (
     MANIFEST,
     PARAMS,
+    RUNNER_REFUSAL,
     STEPS,
     RunDirError,
     iter_kept_steps,
@@ -444,11 +445,16 @@ def _ended(run: Path) -> dict[str, Any]:
         why = "its manifest.json was unreadable and its bag unfinished"
     else:
         why = "the recorder was killed"
-    try:
-        outcome = read_outcome(run / "logs" / "clock_master.log") or {}
-    except json.JSONDecodeError:
-        outcome = {}
-    return {**(outcome.get("refusal") or {}), "why": why}
+    try:  # the runner's, when it refused the run itself (a participant killed before step 0)
+        refusal = json.loads((run / RUNNER_REFUSAL).read_text())
+    except (OSError, ValueError):
+        refusal = None
+    if not isinstance(refusal, dict):
+        try:
+            refusal = (read_outcome(run / "logs" / "clock_master.log") or {}).get("refusal")
+        except json.JSONDecodeError:
+            refusal = None
+    return {**(refusal if isinstance(refusal, dict) else {}), "why": why}
 
 
 def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> Sequence[Mapping[str, Any]]:

@@ -351,3 +351,16 @@ def test_a_run_still_going_on_is_not_salvaged_nor_called_killed(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
+
+
+def test_the_runners_own_refusal_is_what_a_salvaged_run_keeps(killed):
+    """A participant killed before step 0 is the runner's refusal (participant_lost at -1):
+    the clock master, stopped for it, may end before it says its own outcome, and a salvaged
+    run then said incomplete_run while the run's exit status said participant_lost. (Here
+    at the step after the five the kept run holds: the clock master's log says counted.)"""
+    lost = {"code": "participant_lost", "step": 5, "detail": "recorder (pid 7) was ended by signal SIGKILL"}
+    (killed / "logs" / "refusal.json").write_text(json.dumps(lost))
+    out = simforge("salvage", str(killed), "--json", cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads((Path(json.loads(out.stdout)["out"]) / "manifest.json").read_text())
+    assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", 5)
