@@ -161,7 +161,7 @@ setup(
     distclass=PlatformDistribution,
     entry_points={
         "console_scripts": [
-            "simforge = simforge_ros.cli:main",
+            "simforge = simforge_ros.command:main",
             "simforge-clock-master = simforge_ros.nodes.clock_master:main",
             "simforge-sim-bridge = simforge_ros.nodes.sim_bridge:main",
             "simforge-driver = simforge_ros.nodes.driver:main",

@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from simforge_ros.command import INTERRUPTED
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
@@ -529,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print("simforge: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
     except BrokenPipeError:  # `simforge info RUN | head -1`: the reader left, as a Unix tool's SIGPIPE
         with contextlib.suppress(OSError):  # the interpreter's last flush would fail the same way
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -163,6 +163,32 @@ def test_a_reader_that_leaves_early_ends_the_tool_as_sigpipe_would_not_as_an_err
     assert "error" not in err.lower() and "Traceback" not in err, err
 
 
+def test_a_ctrl_c_in_the_commands_imports_is_one_line_not_a_traceback():
+    """The CLI's imports take about 0.25 s; a Ctrl-C in them printed Python's
+    KeyboardInterrupt traceback. The interrupt is raised here by an import hook at the
+    CLI's import, in a fresh interpreter, through the `simforge` script's entry point."""
+    import subprocess
+    import sys
+    from importlib.metadata import entry_points
+
+    (script,) = [e for e in entry_points(group="console_scripts") if e.name == "simforge"]
+    module, func = script.value.split(":")
+    program = f"""
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "simforge_ros.cli":
+            raise KeyboardInterrupt
+        return None
+sys.meta_path.insert(0, Interrupt())
+from {module} import {func}
+sys.exit({func}())
+"""
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stderr == "simforge: interrupted\n"
+
+
 def test_a_stop_signal_between_or_after_runs_is_noted_not_raised():
     """After a run's line was printed, a Ctrl-C made `simforge run` exit 130 while the run's
     manifest said counted: between and after runs a stop signal is noted, ending a --repeat
