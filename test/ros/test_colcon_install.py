@@ -70,6 +70,12 @@ def test_install_holds_code_interfaces_executables_and_share(install):
         assert exe.is_file() and os.access(exe, os.X_OK), node
         assert f"from simforge_ros.nodes.{node} import main" in exe.read_text()
     assert os.access(install / "bin" / "simforge", os.X_OK)
+    assert "from simforge_ros.command import main" in (install / "bin" / "simforge").read_text()
+    # `colcon build --symlink-install` links each installed executable to its build-tree
+    # file: that file itself must be executable (it was 644, and nothing could start it)
+    built = install.parents[1] / "build" / "simforge_scripts"
+    for name in (*NODE_PARAMS, "simforge"):
+        assert os.access(built / name, os.X_OK), name
     assert (install / "share" / "ament_index" / "resource_index" / "packages" / "simforge_ros").is_file()
     for rel in ("package.xml", "launch/simforge.launch.py", "config/simforge.yaml", "config/fastdds_shm.xml",
                 "config/scenarios/right_turn.yaml", "msg/VehicleState.msg", "srv/Step.srv"):
