@@ -11,14 +11,18 @@ verified could still play wrong elsewhere.
 ``mcap_problem`` walks an MCAP file once, a record at a time (message data is skipped,
 not read), and names the first piece of bookkeeping that does not match: a schema or
 channel record whose copies differ, a message index entry, a chunk index field, a
-statistics count, a summary offset or footer pointer, or a rosbag2 metadata record that
-is not the bag's metadata.yaml. Not checked: CRCs (rosbags writes none: 0 means "not
-computed"), sequence numbers and publish times (not data), the contents of compressed
-chunks (simforge writes none; their index entries are still checked).
+statistics count, a summary offset or footer pointer, a rosbag2 metadata record that
+is not the bag's metadata.yaml, a metadata.yaml whose message counts or times are not the
+file's (`ros2 bag info` reports them; rosbags takes them as given), or a message whose
+publish time is not its log time (simforge writes them equal, and `ros2 bag play
+--message-order sent` replays by publish time). Not checked: CRCs (rosbags writes none: 0
+means "not computed"), sequence numbers (not data), the contents of compressed chunks
+(simforge writes none; their index entries are still checked).
 
 ``sqlite_problem`` does the same for a sqlite3 bag: SQLite's own integrity check (a row
 its timestamp index does not list is skipped by a reader going by that index: 1 of 300
-flips of the fuzz) and the metadata table, which must repeat metadata.yaml.
+flips of the fuzz), the metadata table, which must repeat metadata.yaml, and
+metadata.yaml's counts and times against the messages table.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ class _Found:
     last_time: int | None = None
     metadata: dict[str, tuple[int, int, bytes]] = field(default_factory=dict)  # name -> (offset, length, body)
     attachments: int = 0
+    compressed: bool = False  # a compressed chunk's messages are not walked, nor counted
     groups: list[tuple[int, int, int]] = field(default_factory=list)  # summary: (opcode, start, length)
 
     def note_time(self, t_ns: int) -> None:
@@ -154,6 +159,49 @@ def sqlite_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str
         inner = []
     if inner != [dict(bag_info)]:
         return f"{path.name}: its metadata table is not the bag's metadata.yaml"
+    return _counts_problem(path.name, bag_info, *_sqlite_counts(path))
+
+
+def _sqlite_counts(path: Path) -> tuple[dict[str, int], int | None, int | None]:
+    """Messages per topic, and the first and last timestamp, of a sqlite3 bag."""
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        counts = {str(name): int(n) for name, n in con.execute(
+            "SELECT t.name, COUNT(m.id) FROM topics t LEFT JOIN messages m ON m.topic_id = t.id GROUP BY t.id")}
+        first, last = con.execute("SELECT MIN(timestamp), MAX(timestamp) FROM messages").fetchone()
+    finally:
+        con.close()
+    return counts, first, last
+
+
+def _counts_problem(name: str, bag_info: Mapping[str, Any], counts: Mapping[str, int],
+                    first: int | None, last: int | None) -> str | None:
+    """metadata.yaml's message counts (the bag's, each topic's, its one file's) and its
+    starting time and duration against what the file holds; None when they agree or the
+    yaml is not of the form to compare (reading the bag names that)."""
+    try:
+        said_topics: dict[str, int] = {}
+        for entry in bag_info["topics_with_message_count"] or []:
+            topic = str(entry["topic_metadata"]["name"])
+            said_topics[topic] = said_topics.get(topic, 0) + int(entry["message_count"])
+        said_total = int(bag_info["message_count"])
+        files = bag_info.get("files") or []
+        said_file = int(files[0]["message_count"]) if len(files) == 1 else None
+        start = int(bag_info["starting_time"]["nanoseconds_since_epoch"])
+        duration = int(bag_info["duration"]["nanoseconds"])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+        return None
+    for topic in sorted(set(said_topics) | set(counts)):
+        if said_topics.get(topic, 0) != counts.get(topic, 0):
+            return (f"{name}: metadata.yaml counts {said_topics.get(topic, 0)} messages on {topic}, "
+                    f"the file holds {counts.get(topic, 0)}")
+    total = sum(counts.values())
+    for what, said in (("message_count", said_total), ("files[0].message_count", said_file)):
+        if said is not None and said != total:
+            return f"{name}: metadata.yaml says {what} {said}, the file holds {total} messages"
+    if first is not None and last is not None and (start, duration) != (first, last - first):
+        return (f"{name}: metadata.yaml says the messages start at {start} ns and last {duration} ns, "
+                f"the file's start at {first} ns and last {last - first} ns")
     return None
 
 
@@ -248,6 +296,7 @@ def _check(file: IO[bytes], total: int, name: str, bag_info: Mapping[str, Any] |
     if statistics is not None:
         _check_statistics(name, statistics, found)
     _check_metadata(name, metadata_indexes, found, bag_info)
+    _check_counts(name, found, bag_info)
 
 
 def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found) -> _Chunk:
@@ -262,6 +311,7 @@ def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found
         raise McapProblem(f"{name}: the chunk at byte {pos} says its records take {records_length} bytes, "
                           f"its record leaves {pos + _RECORD.size + length - records_at}")
     if compression:  # not walked: simforge writes none (its index entries are still checked)
+        found.compressed = True
         return chunk
     if uncompressed_size != records_length:
         raise McapProblem(f"{name}: the chunk at byte {pos} says {uncompressed_size} bytes uncompressed, "
@@ -273,10 +323,14 @@ def _read_chunk(file: IO[bytes], name: str, pos: int, length: int, found: _Found
         if offset + _RECORD.size + rec_length > records_length:
             raise McapProblem(f"{name}: a record in the chunk at byte {pos} runs past the chunk's end")
         if op == OP_MESSAGE:
-            channel, _seq, log_time, _publish = _MESSAGE_HEAD.unpack(file.read(_MESSAGE_HEAD.size))
+            channel, _seq, log_time, publish_time = _MESSAGE_HEAD.unpack(file.read(_MESSAGE_HEAD.size))
             if (OP_CHANNEL, channel) not in found.definitions:
                 raise McapProblem(f"{name}: a message in the chunk at byte {pos} on channel {channel}, "
                                   "which no channel record before it names")
+            if publish_time != log_time:
+                raise McapProblem(f"{name}: a message in the chunk at byte {pos} (channel {channel}) was "
+                                  f"published at {publish_time} ns and logged at {log_time} ns: simforge "
+                                  "logs each at the time it was published")
             chunk.messages.setdefault(channel, []).append((log_time, offset))
             found.counts[channel] = found.counts.get(channel, 0) + 1
             found.note_time(log_time)
@@ -341,6 +395,8 @@ def _check_footer(name: str, footer: tuple[int, int, int], summary_start: int | 
     if offsets_start != (offset_group[1] if offset_group else 0):
         raise McapProblem(f"{name}: the footer puts the summary offsets at byte {offsets_start}, "
                           f"they start at byte {offset_group[1] if offset_group else 0}")
+    # a writer may point at an empty group (the mcap library's, for no attachment index)
+    summary_offsets = [s for s in summary_offsets if s[2] != 0]
     if summary_offsets and sorted(summary_offsets) != sorted(groups):
         raise McapProblem(f"{name}: the summary offset records do not point at the summary's record groups")
 
@@ -427,3 +483,14 @@ def _check_metadata(name: str, indexes: list[bytes], found: _Found, bag_info: Ma
         inner = None
     if inner != dict(bag_info):
         raise McapProblem(f"{name}: its rosbag2 metadata record is not the bag's metadata.yaml")
+
+
+def _check_counts(name: str, found: _Found, bag_info: Mapping[str, Any] | None) -> None:
+    if bag_info is None or found.compressed:
+        return
+    counts: dict[str, int] = {}
+    for channel, topic in found.topics.items():
+        counts[topic] = counts.get(topic, 0) + found.counts.get(channel, 0)
+    problem = _counts_problem(name, bag_info, counts, found.first_time, found.last_time)
+    if problem is not None:
+        raise McapProblem(problem)

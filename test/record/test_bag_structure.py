@@ -5,6 +5,7 @@ first piece that does not match as ``bag_structure``."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import struct
 from collections.abc import Callable
@@ -220,3 +221,84 @@ def test_a_bag_without_messages_has_nothing_to_name(tmp_path: Path, storage: str
     with BagWriter(tmp_path / "bag", storage):
         pass
     assert bag_problem(tmp_path / "bag") is None
+
+
+_CLOCK_COUNT = re.compile(rb"message_count: (\d+)\n\s+topic_metadata:\n\s+name: /clock\n")
+
+
+def _recount_clock(text: bytes) -> bytes:
+    """/clock's message count in a metadata.yaml text, one more (as many digits: nothing moves)."""
+    match = _CLOCK_COUNT.search(text)
+    assert match is not None
+    digits = str(int(match[1]) + 1).encode()
+    assert len(digits) == len(match[1])
+    return text[:match.start(1)] + digits + text[match.end(1):]
+
+
+def test_metadata_counts_that_are_not_the_files_are_named(make_run: MakeRun,
+                                                         bag_file_of: Callable[[Path], Path]) -> None:
+    """/clock counted once more in metadata.yaml and in the bag's rosbag2 record alike: the
+    two agreed with each other, so verify passed, while `ros2 bag info` and rosbags' count
+    said 61 messages where 60 were."""
+    run = make_run()
+    yaml_path, bag_file = run / "bag" / "metadata.yaml", bag_file_of(run)
+    text = yaml_path.read_bytes()
+    blob = bag_file.read_bytes()
+    assert len(_CLOCK_COUNT.findall(blob)) == 1  # the rosbag2 record's copy (indented its own way)
+    bag_file.write_bytes(_recount_clock(blob))
+    yaml_path.write_bytes(_recount_clock(text))
+    said = "bag.mcap: metadata.yaml counts 61 messages on /clock, the file holds 60"
+    assert mcap_problem(bag_file, bag_info(run)) == said
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "bag_structure"}
+    assert said in result.detail
+
+
+def test_sqlite3_metadata_counts_that_are_not_the_files_are_named(make_run: MakeRun,
+                                                                 bag_file_of: Callable[[Path], Path]) -> None:
+    run = make_run(storage="sqlite3")
+    yaml_path = run / "bag" / "metadata.yaml"
+    text = _recount_clock(yaml_path.read_bytes()).decode()
+    yaml_path.write_text(text)
+    con = sqlite3.connect(bag_file_of(run))
+    with con:  # the table repeats the yaml
+        (inner,) = con.execute("SELECT metadata FROM metadata").fetchone()
+        con.execute("UPDATE metadata SET metadata = ?", (_recount_clock(inner.encode()).decode(),))
+    con.close()
+    assert sqlite_problem(bag_file_of(run), bag_info(run)) == (
+        "bag.db3: metadata.yaml counts 61 messages on /clock, the file holds 60")
+
+
+def _first_message_in_chunk(blob: bytes) -> int:
+    """The body offset of the first message record inside the first chunk."""
+    chunk = first(blob, 0x06)
+    (n,) = struct.unpack_from("<I", blob, chunk + 28)
+    pos = chunk + 28 + 4 + n + 8
+    while True:
+        op, length = _RECORD.unpack_from(blob, pos)
+        if op == 0x05:
+            return pos + _RECORD.size
+        pos += _RECORD.size + length
+
+
+def test_a_publish_time_that_is_not_the_log_time_is_named(make_run: MakeRun,
+                                                          bag_file_of: Callable[[Path], Path]) -> None:
+    """rosbags reads log times only, so verify passed; `ros2 bag play --message-order sent`
+    replays by publish time, and would have played that message out of its place."""
+    run = make_run()
+    problem = edit(run, bag_file_of(run), lambda blob: _bump_u64(blob, _first_message_in_chunk(bytes(blob)) + 14))
+    assert problem is not None and "was published at 1 ns and logged at 0 ns" in problem, problem
+    assert verify_run(run).first_mismatch == {"step": 0, "field": "bag_structure"}
+
+
+def test_a_summary_offset_to_an_empty_group_is_taken(make_run: MakeRun, bag_file_of: Callable[[Path], Path]) -> None:
+    """The mcap library's writer points a summary offset at its (empty) attachment index
+    group: a valid file, which verify refused as not pointing at the summary's groups."""
+    run = make_run()
+    bag_file = bag_file_of(run)
+    blob = bag_file.read_bytes()
+    footer = first(blob, 0x02) - _RECORD.size
+    empty = struct.pack("<BQQ", 0x0A, footer, 0)
+    bag_file.write_bytes(blob[:footer] + _RECORD.pack(0x0E, len(empty)) + empty + blob[footer:])
+    assert mcap_problem(bag_file, bag_info(run)) is None
+    assert verify_run(run).ok
