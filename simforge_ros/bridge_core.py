@@ -103,7 +103,7 @@ class BridgeCore:
             self._previous_frames = {}
             if request.t_us != 0 or step != 0:
                 raise ParticipantError(step, f"reset must be at step 0, t_us 0; got step {step}, t_us {request.t_us}")
-            contacts = []
+            contacts = list(self._info.contacts)  # tick 0's: pairs placed overlapping
         else:
             if self._info is None or step != self._last_step + 1:
                 raise ParticipantError(step, f"step {step} requested after step {self._last_step} (reset first)")

@@ -32,6 +32,10 @@ class BackendInfo:
     scenario_sha256: str
     duration_us: int
     version: str
+    contacts: tuple[ContactEvent, ...] = ()
+    """The contacts of tick 0: pairs that overlap as the scenario is placed (the bridge
+    reports them at step 0; before, they were dropped, and a pair that stayed overlapped
+    was never reported at all)."""
 
 
 class RenderedFrame:

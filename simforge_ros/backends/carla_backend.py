@@ -303,10 +303,11 @@ class CarlaBackend:
         self._images.forget_before(self._frame)
         self._tracker = ContactTracker()
         self._digest = root_digest(self._scenario.source_bytes, seed)
-        self._observe()
+        at_load = self._observe()
         return BackendInfo(tick_us=self._tick_us, scenario=self._scenario.name,
                            scenario_sha256=self._scenario.source_sha256,
-                           duration_us=self._scenario.duration_us, version=self._version)
+                           duration_us=self._scenario.duration_us, version=self._version,
+                           contacts=tuple(at_load))
 
     def _cover_with_substeps(self, settings: Any) -> None:
         """Give a tick longer than CARLA's physics substeps cover more of them.

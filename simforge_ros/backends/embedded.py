@@ -46,6 +46,7 @@ class EmbeddedBackend:
             scenario_sha256=self._scenario.source_sha256,
             duration_us=self._scenario.duration_us,
             version=ENGINE_VERSION,
+            contacts=self._engine.contacts,
         )
 
     def time_us(self) -> int:

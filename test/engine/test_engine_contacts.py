@@ -166,3 +166,24 @@ def test_engine_events_match_a_tracker_fed_every_pair(minimal_doc, write_doc):
     pairs = [(c.actor_a, c.actor_b) for c in seen]
     assert ("east", "north") in pairs and pairs.count(("shuttle", "parked")) > 1
     assert any(a == "ego" for a, _ in pairs)
+
+
+def test_a_pair_placed_overlapping_is_reported_at_step_0(minimal_doc, write_doc):
+    """A parked car placed on the ego: the engine held the tick-0 contact, but the bridge
+    reset its step-0 contacts to none, and the pair, overlapping from then on, was never
+    reported: the ego drove through the car with no contact in the run."""
+    from simforge_ros.backends.embedded import EmbeddedBackend
+    from simforge_ros.bridge_core import BridgeConfig, BridgeCore
+    from simforge_ros.core.faults import FaultPlan
+    from simforge_ros.core.lockstep import StepRequest
+    from simforge_ros.core.values import Action
+
+    doc = minimal_doc()
+    doc["actors"] = [{"id": "parked", "kind": "vehicle", "length_m": 4.5, "path": _path([(0, 2.0, 0.0, 0.0)])}]
+    core = BridgeCore(EmbeddedBackend(str(write_doc(doc)), 20_000, 32, 24), BridgeConfig((), None, FaultPlan.parse([])))
+    observation, _ = core.step(StepRequest(0, 0, 100_000, 0, True, Action(0, 0, 0, 0.0, 0.0)))
+    ((tick, t_us, a, b, fault),) = [(c.tick, c.t_us, c.actor_a, c.actor_b, c.harness_fault)
+                                    for c in observation.contacts]
+    assert (tick, t_us, a, b, fault) == (0, 0, "ego", "parked", True)  # the ego stands: the harness's
+    later, _ = core.step(StepRequest(1, 100_000, 100_000, 0, False, Action(1, 1, 100_000, 0.0, 0.0)))
+    assert later.contacts == ()  # still overlapping: not again
