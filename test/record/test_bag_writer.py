@@ -139,3 +139,56 @@ def test_each_channel_names_its_type_hash_as_rosbag2s_mcap_plugin_writes_it(tmp_
     for topic, metadata in channels.items():
         assert metadata["topic_type_hash"] == hashes[topic] and hashes[topic].startswith("RIHS01_")
         assert list(metadata) == ["offered_qos_profiles", "topic_type_hash"]
+
+
+def _slow_checkpoints(bag: BackgroundBagWriter, monkeypatch: pytest.MonkeyPatch, gates: dict[int, object]) -> None:
+    """The writer thread's checkpoint n waits for ``gates[n]`` (a threading.Event) first."""
+    real, calls = bag._bag.checkpoint, []
+
+    def checkpoint() -> None:
+        calls.append(None)
+        gate = gates.get(len(calls))
+        if gate is not None:
+            assert gate.wait(30)  # type: ignore[attr-defined]
+        real()
+
+    monkeypatch.setattr(bag._bag, "checkpoint", checkpoint)
+
+
+def test_a_checkpoint_is_in_the_file_by_the_one_after_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint was only queued: a recorder killed 0.4 s into a loaded run left an empty
+    bag. The first checkpoint is in the file when checkpoint() returns; a later one returns
+    without waiting for itself, but not before the one before it is in the file."""
+    import threading
+
+    messages = _messages()
+    gates = {1: threading.Event(), 3: threading.Event()}
+    with BackgroundBagWriter(tmp_path / "bag") as bag:
+        _slow_checkpoints(bag, monkeypatch, gates)
+        path = tmp_path / "bag" / "bag.mcap"
+
+        def checkpoint_after(message: tuple[str, str, int, bytes]) -> threading.Thread:
+            bag.write(*message)
+            done = threading.Thread(target=bag.checkpoint)
+            done.start()
+            return done
+
+        first = checkpoint_after(messages[0])
+        first.join(0.3)
+        assert first.is_alive() and messages[0][3] not in path.read_bytes()  # its own is not written yet
+        gates[1].set()
+        first.join(30)
+        assert not first.is_alive() and messages[0][3] in path.read_bytes()
+        second = checkpoint_after(messages[1])
+        second.join(30)
+        assert not second.is_alive()  # the first was in the file: no wait
+        third = checkpoint_after(messages[2])  # the writer thread is held at this one
+        third.join(30)
+        assert not third.is_alive()  # the second was in the file: no wait for its own
+        fourth = checkpoint_after(messages[3])
+        fourth.join(0.3)
+        assert fourth.is_alive()  # the third is not in the file yet
+        gates[3].set()
+        fourth.join(30)
+        assert not fourth.is_alive()
+        assert messages[2][3] in path.read_bytes()
