@@ -224,6 +224,21 @@ def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]
     return out
 
 
+def _check_run_id_from(scenario: str, seed: int, repeat: int) -> None:
+    """A run's id starts with its scenario file's name, and verify, info and rerun hold a
+    run to the run id rule: a counted run of a 190-character file name was refused by all
+    three, a 245-character one ended in "File name too long", and a file name holding a
+    newline made a run no tool took."""
+    from simforge_ros.record.rundir import RUN_ID_MAX, is_run_id
+    from simforge_ros.runner import new_run_id
+
+    longest = new_run_id(scenario, seed, max(repeat - 1, 0))
+    if not is_run_id(longest):
+        raise ConfigError.single("SCENARIO", "scenario", "a file name that makes a run id: printable, and at most "
+                                 f"{RUN_ID_MAX} bytes with the '-s{seed}-NN-xxxxxx' a run adds (rename the file)",
+                                 Path(scenario).name)
+
+
 def _run(args: argparse.Namespace) -> int:
     from simforge_ros.engine import list_scenarios
     from simforge_ros.engine.catalog import names_a_file
@@ -246,6 +261,7 @@ def _run(args: argparse.Namespace) -> int:
                                  "file (a path ending in .yaml, or with a directory part)", scenario)
     if args.seed is not None and not 0 <= args.seed <= INT64[1]:
         raise ConfigError.single("--seed", "seed", f"an integer in [0, {INT64[1]}]", args.seed)
+    _check_run_id_from(scenario, args.seed if args.seed is not None else options.get("seed", 0), args.repeat)
     if args.steps is not None and not 0 <= args.steps <= INT64[1]:
         raise ConfigError.single("--steps", "steps", f"an integer in [0, {INT64[1]}] (0: the whole scenario)",
                                  args.steps)

@@ -146,6 +146,21 @@ def test_a_scenario_is_a_file_only_when_its_argument_says_so(tmp_path, monkeypat
     assert not list(tmp_path.glob("runs/*"))  # no run was started
 
 
+@pytest.mark.parametrize("name", ["b" * 190, "x\ny"])
+def test_a_scenario_file_name_that_makes_no_run_id_is_refused_before_the_run(tmp_path, capsys, name):
+    """The run id starts with the file's name: a 190-character name made a counted run
+    that verify, info and rerun refused; a newline in it, a run no tool took."""
+    from simforge_ros.engine import scenario_dirs
+
+    shipped = next(d / "right_turn.yaml" for d in scenario_dirs() if (d / "right_turn.yaml").is_file())
+    path = tmp_path / f"{name}.yaml"
+    path.write_bytes(shipped.read_bytes())
+    assert cli.main(["run", str(path), "--steps", "2", "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "SCENARIO: scenario: expected a file name that makes a run id: printable, and at most 200 bytes" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_reader_that_leaves_early_ends_the_tool_as_sigpipe_would_not_as_an_error():
     """`simforge info RUN | head -1` said "unexpected error: BrokenPipeError" (exit 1)."""
     import signal

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from simforge_ros.core.errors import Printed
+from simforge_ros.core.errors import Printed, one_line
 from simforge_ros.core.yaml_file import UniqueKeyLoader, not_utf8, yaml_problem
 from simforge_ros.engine.scenario import Scenario, ScenarioError
 from simforge_ros.engine.schema import build_scenario
@@ -108,6 +108,9 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         doc = yaml.load(source, Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as err:
         raise ScenarioError(path, "<document>", "valid YAML", yaml_problem(err)) from err
+    except ValueError as err:  # a YAML value Python cannot build: an int of over 4300 digits, 2001-02-30
+        raise ScenarioError(path, "<document>", "YAML values Python can build",
+                            Printed(one_line(str(err).split(";")[0], 200))) from None
     except RecursionError:  # "unexpected error: RecursionError" before
         raise ScenarioError(path, "<document>", "YAML nested a few hundred levels deep at most",
                             Printed("one nested deeper")) from None

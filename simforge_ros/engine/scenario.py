@@ -6,10 +6,12 @@ Ego poses are rear-axle poses (the kinematic bicycle reference); actor poses are
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simforge_ros.core.errors import Printed
 from simforge_ros.core.values import Pose2D
 
 _MISSING_TEXT = "missing"
@@ -23,8 +25,27 @@ class ScenarioError(ValueError):
         self.field = field
         self.expected = expected
         self.got = got
-        shown = got if isinstance(got, Missing) else repr(got)
-        super().__init__(f"{self.path}: {field}: expected {expected}, got {shown}")
+        super().__init__(f"{self.path}: {field}: expected {expected}, got {_shown(got)}")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring, _REPR.maxother = 3, 4, 6, 120, 120
+_GOT_LIMIT, _GOT_SHOWN = 200, 120  # as core.errors.Problem cuts a got
+
+
+def _shown(got: Any) -> str:
+    """``got`` as an error shows it, at most about 200 characters: a whole section written
+    as the wrong form (a 3.5 KB ``actors`` mapping) or a YAML alias chain (8 MB of text,
+    2.4 GB to build one level on) was echoed whole."""
+    if isinstance(got, (Missing, Printed)):  # another problem's text stays whole
+        return repr(got)
+    if isinstance(got, int) and not isinstance(got, bool) and got.bit_length() > 1000:
+        return f"an integer of about {int(got.bit_length() * 0.30103) + 1} digits"  # repr stops at 4300
+    try:
+        text = _REPR.repr(got)
+    except ValueError:  # an integer of over 4300 digits inside it
+        text = f"a {type(got).__name__} holding an integer of over 4300 digits"
+    return text if len(text) <= _GOT_LIMIT else f"{text[:_GOT_SHOWN]}... ({len(text)} characters)"
 
 
 class Missing:

@@ -45,8 +45,12 @@ ACTOR_DEFAULTS = {  # kind -> (length_m, width_m, height_m, color)
     "vehicle": (4.5, 1.9, 1.5, (40, 90, 200)),
     "pedestrian": (0.5, 0.5, 1.75, (230, 150, 40)),
 }
-_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+_ID = re.compile(r"[A-Za-z0-9_\-]+")  # whole (fullmatch): '$' let a trailing newline through
 MIN_SEGMENT_M = 0.1  # consecutive points of a line: a zero-length segment has no direction
+MIN_BODY_M = 0.1
+"""The ego's wheelbase and box sides at least: a wheelbase of 1e-310 m (> 0) turned the
+bicycle's heading to infinity at its first steer, a math domain error in the bridge."""
+_BODY = ("wheelbase_m", "length_m", "width_m", "height_m")
 
 
 class _Reader:
@@ -94,9 +98,10 @@ class _Reader:
         return value
 
     def number(self, value: Any, field: str, low: float | None = None, positive: bool = False) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or (isinstance(value, float) and not math.isfinite(value))):
             raise self.fail(field, "a finite number", value)
-        if abs(value) > MAX_MAGNITUDE:
+        if abs(value) > MAX_MAGNITUDE:  # an int of 309 digits or more has no float: compared as an int
             raise self.fail(field, f"a number within ±{MAX_MAGNITUDE:.0f}", value)
         if positive and value <= 0:
             raise self.fail(field, "a number > 0", value)
@@ -105,7 +110,7 @@ class _Reader:
         return float(value)
 
     def text(self, value: Any, field: str, ident: bool = False) -> str:
-        if not isinstance(value, str) or (ident and not _ID.match(value)):
+        if not isinstance(value, str) or (ident and not _ID.fullmatch(value)):
             raise self.fail(field, "an id of letters, digits, '_' or '-'" if ident else "a string", value)
         return value
 
@@ -158,7 +163,7 @@ def _vehicle(r: _Reader, raw: Any) -> VehicleParams:
             kwargs[n] = r.number(
                 m[n],
                 f"ego.vehicle.{n}",
-                low=0.0 if n == "rear_overhang_m" else None,
+                low=0.0 if n == "rear_overhang_m" else MIN_BODY_M if n in _BODY else None,
                 positive=n != "rear_overhang_m",
             )
     if "color" in m:
@@ -365,7 +370,7 @@ def build_scenario(doc: Any, path: Path, source: bytes, source_sha256: str) -> S
         ("schema", "description", "roads", "junctions", "crosswalks", "signals", "actors", "handover"),
     )
     version = m.get("schema", SCHEMA_VERSION)
-    if isinstance(version, bool) or version != SCHEMA_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version != SCHEMA_VERSION:
         raise r.fail("schema", f"{SCHEMA_VERSION}", m["schema"])
     duration_us = r.time_us(m["duration_us"], "duration_us", low=MIN_DURATION_US)
     ego = _ego(r, m["ego"])

@@ -32,7 +32,7 @@ reported as a difference in setup."""
 _SHOWN = 5  # setup differences on the text line; --json lists them all
 # said already by the manifest's "seed" and "faults" (the faults of every node's parameters)
 _SAID = frozenset({"nodes.clock_master.params.seed"})
-_HEX_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")  # whole (fullmatch)
 
 
 class DiffRefused(SimforgeError):
@@ -183,7 +183,7 @@ def describe_setup(differences: Sequence[tuple[str, object, object]]) -> str:
 
 def _short(value: object) -> str:
     """A SHA-256 digest by its first 16 hex digits (as `simforge run` prints a chain)."""
-    if isinstance(value, str) and _HEX_DIGEST.match(value):
+    if isinstance(value, str) and _HEX_DIGEST.fullmatch(value):
         return repr(value[:16])
     return format_value(value)
 

@@ -34,7 +34,7 @@ STEP_KEYS = (
 )
 """The keys of every step record (exactly what record.assembler.StepAssembler emits)."""
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # whole (fullmatch): "$" takes a trailing newline
 
 
 class RunDirError(SimforgeError):
@@ -324,13 +324,15 @@ run's directory 9 (``-salvaged``) to a file name, which may hold 255 bytes (a 30
 id passed every check, and its rerun ended in "File name too long")."""
 
 
-def _is_run_id(value: object) -> bool:
+def is_run_id(value: object) -> bool:
+    """A run id any tool takes: one printable file name, with room for a rerun's and a
+    salvage's suffix."""
     return (isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value
             and value.isprintable() and len(value.encode()) <= RUN_ID_MAX)
 
 
 def _is_hex64(value: object) -> bool:
-    return isinstance(value, str) and _HEX64.match(value) is not None
+    return isinstance(value, str) and _HEX64.fullmatch(value) is not None
 
 
 OPTIONAL_SECTIONS = ("nodes", "participants", "wall", "contacts", "digests", "versions", "camera_info",
@@ -349,7 +351,7 @@ def manifest_problems(manifest: Mapping[str, Any]) -> list[str]:
         return problems  # another format: its other fields mean other things
     checks: list[tuple[str, bool, str]] = [
         # tools name new directories after it (rerun, salvage): one name, never a path
-        ("run_id", _is_run_id(manifest.get("run_id")),
+        ("run_id", is_run_id(manifest.get("run_id")),
          f"a run id (one file name of at most {RUN_ID_MAX} bytes: no '/', not '.' or '..')"),
         # null: no node's parameters were recorded (a salvaged run of no step)
         ("scenario", (isinstance(manifest.get("scenario"), str) and bool(manifest.get("scenario"))) or (

@@ -325,3 +325,56 @@ def test_base_60_floats_and_tagged_octal_are_no_numbers_either(write_doc, minima
     assert (err.field, err.got) == ("roads[0].width_m", "0:7.0")
     with pytest.raises(ScenarioError, match=r"an integer \(decimal digits or 0x hex\), got '020'"):
         load_scenario(write_doc(text.replace("t_us: 1000000", "t_us: !!int 020")))
+
+
+def test_values_a_second_audit_found_are_named_not_crashed_on(write_doc, minimal_doc):
+    """Each was accepted, or crashed outside the loader: an integer of 309 digits or more in
+    a number field ("unexpected error: OverflowError", and a run directory left behind); an
+    id ending in a newline (a YAML block scalar: '$' let it through, and render named its
+    PNGs after it); schema 1.0; a wheelbase of 1e-310 m (the first steer turned the heading
+    to infinity in the bridge)."""
+    doc = minimal_doc()
+    doc["ego"]["start"]["x_m"] = 10**400
+    err = _refused(write_doc, doc)
+    assert err.field == "ego.start.x_m" and str(err).endswith("got an integer of about 401 digits")
+    doc = minimal_doc()
+    doc["name"] = "abc\n"
+    assert _refused(write_doc, doc).field == "name"
+    doc = minimal_doc()
+    doc["actors"][0]["id"] = "van\n"
+    assert _refused(write_doc, doc).field == "actors[0].id"
+    doc = minimal_doc()
+    doc["schema"] = 1.0
+    assert _refused(write_doc, doc).field == "schema"
+    for name in ("wheelbase_m", "length_m", "width_m", "height_m"):
+        doc = minimal_doc()
+        doc["ego"]["vehicle"] = {name: 1e-310}
+        err = _refused(write_doc, doc)
+        assert (err.field, err.expected) == (f"ego.vehicle.{name}", "a number >= 0.1")
+
+
+def test_an_integer_past_python_s_digit_limit_names_the_document(write_doc, minimal_doc):
+    """PyYAML's int() of a 5 000-digit number raised ValueError: the bridge's own message,
+    with neither the file nor a field."""
+    text = write_doc(minimal_doc()).read_text().replace("t_us: 1000000", "t_us: " + "9" * 5000)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write_doc(text))
+    assert err.value.field == "<document>"
+    assert str(err.value).endswith("expected YAML values Python can build, got Exceeds the limit (4300 digits) "
+                                   "for integer string conversion: value has 5000 digits")
+
+
+def test_a_long_wrong_value_is_shown_by_its_start(write_doc, minimal_doc):
+    """The wrong value was echoed whole: `actors:` written as a mapping printed 3.5 KB on
+    one line, and a YAML alias chain under `name` 8 MB (2.4 GB of memory one level on)."""
+    doc = minimal_doc()
+    doc["actors"] = {f"car{i}": {"kind": "vehicle", "path": [{"t_us": 0, "x_m": i, "y_m": 0, "yaw_rad": 0}]}
+                     for i in range(40)}
+    message = str(_refused(write_doc, doc))
+    assert len(message) < 400 and "..." in message
+    lines = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(9)]
+    bomb = "\n".join(lines) + "\n" + write_doc(minimal_doc()).read_text().replace("name: ", "name: *j\nx: ", 1)
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(write_doc(bomb))
+    assert len(str(err.value)) < 400  # 9**10 items: never built as text
