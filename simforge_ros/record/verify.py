@@ -57,6 +57,7 @@ IMAGE_TYPE = "sensor_msgs/msg/Image"
 _IMAGE_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/image_raw$")
 _INFO_TOPIC = re.compile(r"^/simforge/camera/(?P<camera>[^/]+)/camera_info$")
 INFO_TYPE = "sensor_msgs/msg/CameraInfo"
+STATUS_TYPE = "simforge_ros/msg/RunStatus"
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Replay:
         # what the recorder builds the manifest's "nodes" and "contacts" from
         self.nodes: dict[str, Any] = {}
         self.contacts: list[Any] = []
+        self.statuses: list[dict[str, Any]] = []  # the run's status messages (/simforge/status)
         # what of the camera messages no chain holds (record.side_digests)
         self.camera_info = CameraInfoDigests()
         self.image_headers = ImageHeaderDigests()
@@ -146,6 +148,9 @@ class Replay:
                 self._note_node(item)
             elif topic == topics.CONTACTS:
                 self.contacts.append(to_plain(item.msg))
+            elif topic == topics.STATUS:
+                _expect_type(bag_path, topic, item.msgtype, STATUS_TYPE)
+                self.statuses.append(cast("dict[str, Any]", to_plain(item.msg)))
             elif topic == topics.CLOCK:
                 _expect_type(bag_path, topic, item.msgtype, CLOCK_TYPE)
                 stamp = item.msg.clock
@@ -353,6 +358,27 @@ def _structure_mismatch(bag_path: Path) -> tuple[int, str, str] | None:
     return None if problem is None else _mismatch(0, "bag_structure", problem)
 
 
+def _status_mismatch(manifest: Mapping[str, Any], replay: Replay) -> tuple[int, str, str] | None:
+    """The run's status messages the bag holds (`ros2 bag play` replays them): the clock
+    master's "running" at the start, and its outcome if that came before the recorder
+    closed, each of this run and saying what the manifest says. They were in no check: one
+    rewritten from running to counted passed verify and `play --verify`."""
+    refusal = manifest.get("refusal") or {}
+    for status in replay.statuses:
+        if status.get("state") == "running":
+            want = {"run_id": manifest.get("run_id"), "state": "running", "code": "", "step": 0, "detail": "",
+                    "steps_done": 0}
+        else:
+            want = {"run_id": manifest.get("run_id"), "state": manifest.get("status"),
+                    "code": refusal.get("code", ""), "step": refusal.get("step", 0),
+                    "detail": refusal.get("detail", ""), "steps_done": replay.steps}
+        wrong = next((k for k in want if status.get(k) != want[k]), None)
+        if wrong is not None:
+            return _mismatch(0, "status", f"a {topics.STATUS} message has {wrong} {_said(status.get(wrong, MISSING))}, "
+                                          f"the run's {_said(want[wrong])}")
+    return None
+
+
 def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | None:
     manifest = run.manifest
     n = replay.steps
@@ -397,6 +423,9 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
             if manifest.get(key) != derived[key]:
                 return _mismatch(0, f"manifest.{key}", f"{MANIFEST} has {manifest.get(key)!r}, the node "
                                                        f"parameters the bag holds give {derived[key]!r}")
+    said = _status_mismatch(manifest, replay)
+    if said is not None:
+        return said
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
     for key, what, label in SIDE_DIGESTS:

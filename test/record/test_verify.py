@@ -473,3 +473,21 @@ def test_an_edited_node_parameter_is_named(make_run: MakeRun) -> None:
     result = verify_run(run)
     assert result.first_mismatch == {"step": 0, "field": "manifest.nodes.driver"}
     assert ": manifest.json has none, the node parameters the bag holds give {'params': " in result.detail
+
+
+@pytest.mark.parametrize(("written", "instead", "said"), [
+    (b"\x08\x00\x00\x00counted\x00", b"\x08\x00\x00\x00refused\x00", "has state 'refused', the run's 'counted'"),
+    (b"\x04\x00\x00\x00run\x00", b"\x04\x00\x00\x00rux\x00", "has run_id 'rux', the run's 'run'"),
+], ids=["state", "run_id"])
+def test_a_run_status_message_that_is_not_the_runs_is_named(make_run: MakeRun, bag_file_of: Callable[[Path], Path],
+                                                            written: bytes, instead: bytes, said: str) -> None:
+    """The bag's /simforge/status messages were in no digest and no check: rewritten from
+    running to counted, verify and `play --verify` passed it, and `ros2 bag play` replays it."""
+    run = make_run()
+    path = bag_file_of(run)
+    blob = path.read_bytes()
+    assert blob.count(written) == 1
+    path.write_bytes(blob.replace(written, instead))
+    result = verify_run(run)
+    assert result.first_mismatch == {"step": 0, "field": "status"}, result.detail
+    assert said in result.detail
