@@ -423,9 +423,9 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
             if manifest.get(key) != derived[key]:
                 return _mismatch(0, f"manifest.{key}", f"{MANIFEST} has {manifest.get(key)!r}, the node "
                                                        f"parameters the bag holds give {derived[key]!r}")
-    said = _status_mismatch(manifest, replay)
-    if said is not None:
-        return said
+    status = _status_mismatch(manifest, replay)
+    if status is not None:
+        return status
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
     for key, what, label in SIDE_DIGESTS:
