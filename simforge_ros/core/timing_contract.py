@@ -280,10 +280,19 @@ def check_observation(
             if bad or dist_m > contract.pose_tolerance_m or yaw_deg > contract.pose_tolerance_deg:
                 raise PoseTolerance(
                     step,
-                    f"frame {cam!r} was rendered {dist_m:.6g} m and {yaw_deg:.6g} deg away "
+                    f"frame {cam!r} was rendered {_past(dist_m, contract.pose_tolerance_m)} m and "
+                    f"{_past(yaw_deg, contract.pose_tolerance_deg)} deg away "
                     f"from the state pose (tolerance {contract.pose_tolerance_m:g} m, "
                     f"{contract.pose_tolerance_deg:g} deg)",
                 )
+
+
+def _past(value: float, tolerance: float) -> str:
+    """``value`` to 6 significant digits, or all of them where those would show it within
+    ``tolerance`` while it is past it: "0.01 m away (tolerance 0.01 m)" read as a refusal
+    of a frame within tolerance (it was 0.010000000000001563 m)."""
+    text = f"{value:.6g}"
+    return repr(value) if value > tolerance and float(text) <= tolerance else text
 
 
 def _stale_detail(camera: str, frame_t_us: int, step: int, t_us: int) -> str:

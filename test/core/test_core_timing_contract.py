@@ -202,3 +202,15 @@ def test_no_refusal_over_a_clean_run() -> None:
         except Refusal as r:  # pragma: no cover - must not happen
             raised.append(r)
     assert raised == []
+
+
+def test_a_pose_just_past_the_tolerance_is_said_with_the_digits_that_show_it() -> None:
+    """An audit's refusal read "rendered 0.01 m ... away (tolerance 0.01 m)": 6 digits
+    rounded 0.010000000000001563 down to the tolerance it was past."""
+    c = contract()
+    just_past = c.pose_tolerance_m + 1e-15
+    with pytest.raises(PoseTolerance) as info:
+        check_observation(c, 2, c.t_us(2), POSE, frames(c, 2, pose=rig(just_past, 0.0)))
+    shown = info.value.detail.split("was rendered ")[1].split(" m and")[0]
+    assert float(shown) > c.pose_tolerance_m  # all its digits: not "0.01"
+    assert " 0 deg away" in info.value.detail
