@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros.core.diffing import MISSING, DiffResult, describe, diff_steps, first_field_diff, format_value
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.errors import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    MissingFrame,
+    PoseTolerance,
+    RateNotMultiple,
+    SimforgeError,
+    StaleFrame,
+    TimeDrift,
+)
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
 from simforge_ros.record.side_digests import SIDE_DIGESTS
 from simforge_ros.tools import given_twice, json_text, parse, say
@@ -100,11 +109,26 @@ def outcome(manifest: Mapping[str, Any]) -> str:
     return ending(manifest.get("refusal"), manifest.get("status"))
 
 
+MEASURED = tuple(kind.code for kind in (TimeDrift, RateNotMultiple, MissingFrame, StaleFrame, PoseTolerance))
+"""The timing contract's refusals, whose detail says what the run measured (an engine
+1 us off and one 20 000 us off): two runs refused alike with other measures differ. The
+other refusals' details name a pid or a wall time, and never repeat."""
+
+
+def _measured(manifest: Mapping[str, Any]) -> str | None:
+    refusal = manifest.get("refusal")
+    if isinstance(refusal, Mapping) and refusal.get("code") in MEASURED:
+        return str(refusal.get("detail"))
+    return None
+
+
 def manifest_difference(a: Mapping[str, Any], b: Mapping[str, Any], steps: int) -> DiffResult | None:
     """What differs between two runs whose ``steps`` step records are all the same: how
     they ended (a run refused at step 40 and a counted 40-step run record the same steps),
     then what of their messages no chain holds (record.side_digests); None: nothing."""
     end_a, end_b = outcome(a), outcome(b)
+    if end_a == end_b and _measured(a) != _measured(b):  # the same breach, measured otherwise
+        end_a, end_b = f"{end_a}: {_measured(a)}", f"{end_b}: {_measured(b)}"
     if end_a != end_b:
         return DiffResult(False, steps, "end", "end", end_a, end_b, steps)
     for key, _what, _label in SIDE_DIGESTS:

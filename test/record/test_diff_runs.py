@@ -283,3 +283,26 @@ def test_one_run_given_twice_is_bad_input(make_run: MakeRun, tmp_path: Path, cap
     assert capsys.readouterr().err.rstrip().endswith("one directory given twice")
     assert spread_main([str(a), str(make_run("b")), other]) == 2
     assert capsys.readouterr().err.rstrip().endswith("one directory given twice")
+
+
+def test_two_runs_refused_for_the_same_breach_measured_otherwise_differ(
+        make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    """An engine 1 us off and one 20 000 us off, both time_drift at step 15: diff said
+    "identical (15 steps)". A contract refusal's detail is what the run measured."""
+    a, b = make_run("a", steps=40, refuse_at=15), make_run("b", steps=40, refuse_at=15)
+    for run, off in ((a, 1), (b, 20_000)):
+        manifest = json.loads((run / "manifest.json").read_text())
+        detail = f"engine time is {1_500_000 + off} us, expected 1500000 us"
+        manifest["refusal"].update(code="time_drift", detail=detail)
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    result = diff_runs(a, b)
+    assert (result.identical, result.first, result.step) == (False, "end", 15)
+    assert result.a == "refused:time_drift at step 15: engine time is 1500001 us, expected 1500000 us"
+    assert main([str(a), str(b)]) == 1
+    assert "1520000 us" in capsys.readouterr().out
+    # the other refusals' details name a pid or a wall time: two alike refusals stay identical
+    c, d = make_run("c", steps=40, refuse_at=15), make_run("d", steps=40, refuse_at=15)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["refusal"]["detail"] = "driver (pid 4242) did not answer within 2 s"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert diff_runs(c, d).identical
