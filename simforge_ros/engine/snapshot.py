@@ -93,8 +93,14 @@ def write_camera_pngs(
     return out
 
 
+TOPDOWN_DRIVE_US = 600_000_000
+"""The follower's drive the top-down map is framed on and dotted with: its first 10
+minutes (a scenario a day long was driven whole, 50 s of render with nothing said)."""
+
+
 def write_topdown_png(scenario: Scenario | str | Path, out_path: str | Path) -> Path:
-    """The top-down map (see topdown.py for the legend), framed on the follower's drive."""
+    """The top-down map (see topdown.py for the legend), framed on the follower's drive
+    (at most its first TOPDOWN_DRIVE_US)."""
     sc = _scenario(scenario)
     decision_us = DEFAULT_DECISION_US
     trajectory: list[Pose2D] = []
@@ -102,7 +108,7 @@ def write_topdown_png(scenario: Scenario | str | Path, out_path: str | Path) -> 
     policy = RouteFollower(sc)
     policy.reset(0, decision_us)
     k = 0
-    while engine.t_us <= sc.duration_us:
+    while engine.t_us <= min(sc.duration_us, TOPDOWN_DRIVE_US):
         if engine.t_us % 1_000_000 == 0:
             trajectory.append(engine.ego.pose)
         action = policy.decide(Observation(k, engine.t_us, decision_us, engine.ego_state(k), {}))

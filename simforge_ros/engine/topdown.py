@@ -29,6 +29,7 @@ MAX_SIDE_PX = 720
 MAX_PX_PER_M = 6.0
 MARGIN_M = 12.0
 MIN_SIDE_M = 30.0
+MAX_DOTTED_US = 600_000_000  # actors dotted each second of the first 10 minutes at most (snapshot.TOPDOWN_DRIVE_US)
 ROUTE_RGB = (40, 220, 230)
 HOLD_RGB = (10, 10, 10)
 HANDOVER_RGB = (255, 140, 0)
@@ -103,7 +104,7 @@ def draw_topdown(scenario: Scenario, trajectory: list[Pose2D]) -> np.ndarray:
     canvas = Canvas(*_window(scenario, trajectory))
     gx, gy = canvas.centres()
     canvas.img.reshape(-1, 3)[:] = GroundPainter(scenario, min_line_half_m=0.6 / canvas.k).colors(gx, gy)
-    seconds = range(0, scenario.duration_us + 1, 1_000_000)
+    seconds = range(0, min(scenario.duration_us, MAX_DOTTED_US) + 1, 1_000_000)
     for actor in scenario.actors:
         replay = PathReplay(actor.path)
         r, g, b = actor.color

@@ -204,3 +204,20 @@ def test_a_png_that_cannot_be_written_names_out_and_leaves_none_of_the_render(tm
     assert capsys.readouterr().err == (f"simforge render: --out: expected a directory simforge can write the PNGs "
                                        f"into (right_turn_topdown.png: Is a directory), got {str(out)!r}\n")
     assert sorted(p.name for p in out.iterdir()) == ["kept.txt", "right_turn_topdown.png"]
+
+
+def test_the_topdown_map_of_a_day_long_scenario_drives_its_first_ten_minutes(write_doc, minimal_doc, tmp_path,
+                                                                              monkeypatch):
+    """A scenario a day long was driven whole for its map: 864 000 steps, 50 s of
+    `simforge render` with nothing said."""
+    from simforge_ros.engine import snapshot
+    from simforge_ros.engine.world import Engine as EngineClass
+
+    doc = minimal_doc()
+    doc["duration_us"] = 86_400_000_000
+    advanced = []
+    real = EngineClass.advance
+    monkeypatch.setattr(EngineClass, "advance", lambda self, *a: advanced.append(1) or real(self, *a))
+    out = snapshot.write_topdown_png(write_doc(doc), tmp_path / "map.png")
+    assert out.is_file()
+    assert len(advanced) == snapshot.TOPDOWN_DRIVE_US // snapshot.DEFAULT_DECISION_US + 1
