@@ -280,6 +280,10 @@ def _run(args: argparse.Namespace) -> int:
     if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
         file_sets.get("sim_bridge", {}).pop("cameras", None)
     sets = _merged_sets(file_sets, _parse_set(args.set))
+    if args.latency_ms is not None and "latency_s" in sets.get("clock_master", {}):
+        # the seconds replaced --latency-ms's microseconds unsaid (a file's latency_s yields)
+        raise ConfigError.single("--set", "clock_master.latency_s", "no latency beside --latency-ms (give one "
+                                 "of the two)", sets["clock_master"]["latency_s"])
     weights = sets.get("driver", {}).get("weights")
     if isinstance(weights, str) and weights:
         # named from where simforge was started: a `processes` node runs in the run's

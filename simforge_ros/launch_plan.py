@@ -28,7 +28,15 @@ import yaml
 from simforge_ros.core.errors import ConfigError, Problem
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.drivers.registry import check_planner_cameras
-from simforge_ros.params import both_units, check_frame_wait, coerce, read_params_file, spec
+from simforge_ros.params import (
+    both_units,
+    check_frame_wait,
+    check_run_span,
+    coerce,
+    frame_problems,
+    read_params_file,
+    spec,
+)
 from simforge_ros.runner import DRIVERS, EXTERNAL, check_camera_faults
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -169,6 +177,11 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
+    problems += frame_problems(merged["sim_bridge"], f"{params_file} and the launch arguments")
+    try:
+        check_run_span(merged, f"{params_file} and the launch arguments")
+    except ConfigError as err:
+        problems.extend(err.problems)
     if driver == "torch":
         # the bridge renders what the planner looks at (driver.cameras), whatever the file's
         # rig for the bridge, as `simforge run --driver torch` does (runner.node_params)

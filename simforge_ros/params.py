@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Printed, Problem
-from simforge_ros.core.limits import IMAGE_SIDE, INT64, PLANNER_SAMPLES
+from simforge_ros.core.limits import IMAGE_SIDE, INT64, MAX_TIME_US, PLANNER_SAMPLES
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
 
@@ -39,8 +39,9 @@ class ParamSpec:
     doc: str
     positive: bool = False  # a size, a count or a wall-clock limit: must be > 0
     minimum: int | None = None  # an int's range with maximum; a float's lower bound
-    maximum: int | None = None  # ints only
+    maximum: int | float | None = None  # an int's range with minimum; a float's upper bound
     form: str = ""  # the expected form said to a user where the kind's own would be unclear
+    choices: tuple[str, ...] = ()  # a str's values, or a str_list's (each at most once); () = any
 
     def expected(self) -> str:
         """The form a value of the wrong type is told to take (the user's words, not the kind's)."""
@@ -53,20 +54,31 @@ class ParamSpec:
         if self.kind == "int" and (self.minimum is not None or self.maximum is not None or self.positive):
             low = self.minimum if self.minimum is not None else (1 if self.positive else None)
             return f"{low if low is not None else ''}..{self.maximum if self.maximum is not None else ''}"
-        if self.positive:
-            return "> 0"
-        return f">= {self.minimum}" if self.minimum is not None else ""
+        if self.choices:
+            return " | ".join(self.choices)
+        above = "> 0" if self.positive else f">= {self.minimum}" if self.minimum is not None else ""
+        below = f"<= {self.maximum:g}" if self.maximum is not None else ""
+        return ", ".join(part for part in (above, below) if part)
 
 
 def _period(name: str, default_us: int | None, doc: str, positive: bool = False,
             minimum: int | None = None) -> tuple[ParamSpec, ParamSpec]:
+    # at most a day, as a scenario's times: decision_s=1e13 passed every check and its
+    # microseconds overflowed the messages' int64 (SystemError deep in rclpy, a run
+    # directory left, "incomplete_run")
     return (
-        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)", positive, minimum),
-        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive, minimum),
+        ParamSpec(f"{name}_us", "int", default_us, f"{doc} (integer microseconds)", positive, minimum,
+                  MAX_TIME_US),
+        ParamSpec(f"{name}_s", "float", None, f"{doc} in seconds; must convert exactly", positive, minimum,
+                  MAX_TIME_US / 1_000_000),
     )
 
 
 _CAMERAS_FORM = "a list of camera names, like [front,chase]"
+CAMERA_CHOICES = ("front", "left", "rear", "right", "chase")
+"""The cameras of the rig (engine.cameras.CAMERA_NAMES, which the CARLA backend mounts too):
+each node's own check of its choices came one at a time as the nodes started, where a
+parameter file's type and range problems were all named at once."""
 _FAULTS_FORM = "a list of fault specs, like [drop_frame@3]"
 
 NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
@@ -95,7 +107,8 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
                   minimum=-1),
     ),
     "sim_bridge": (
-        ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla"),
+        ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla",
+                  choices=("embedded", "carla")),
         ParamSpec("carla_host", "str", "localhost", "carla backend: the server's host"),
         ParamSpec("carla_port", "int", 2000, "carla backend: the server's RPC port", minimum=1, maximum=65535),
         ParamSpec("carla_timeout_ms", "int", 10_000,
@@ -107,7 +120,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         *_period("tick", DEFAULT_TICK_US, "engine tick", positive=True),
         *_period("camera_period", None, "camera capture period; unset = every step", positive=True),
         ParamSpec("cameras", "str_list", ["chase", "front"], "cameras to render and publish",
-                  form=_CAMERAS_FORM),
+                  form=_CAMERAS_FORM, choices=CAMERA_CHOICES),
         ParamSpec("width", "int", 320, "camera image width, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("height", "int", 180, "camera image height, pixels", minimum=IMAGE_SIDE[0], maximum=IMAGE_SIDE[1]),
         ParamSpec("odometry", "bool", False, "publish the ego state as nav_msgs/Odometry on /simforge/odom"),
@@ -132,17 +145,17 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("deterministic", "bool", True, "torch planner: deterministic algorithms"),
         ParamSpec("samples", "int", 1, "torch planner: trajectory samples", minimum=PLANNER_SAMPLES[0],
                   maximum=PLANNER_SAMPLES[1]),
-        ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16"),
+        ParamSpec("dtype", "str", "float32", "torch planner: float32 | bfloat16", choices=("float32", "bfloat16")),
         ParamSpec("weights", "str", "", "torch planner: weights file; empty = seeded init"),
         ParamSpec("weights_seed", "int", 0, "torch planner: seed of the initial weights", minimum=0),
         ParamSpec("cameras", "str_list", ["front", "left", "rear", "right"], "torch planner cameras",
-                  form=_CAMERAS_FORM),
+                  form=_CAMERAS_FORM, choices=CAMERA_CHOICES),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
     ),
     "recorder": (
         ParamSpec("out_dir", "str", "", "run directory; required"),
         ParamSpec("run_id", "str", "", "run id"),
-        ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3"),
+        ParamSpec("storage", "str", "mcap", "bag storage: mcap | sqlite3", choices=("mcap", "sqlite3")),
         ParamSpec("finish_timeout_ms", "int", 10_000, "wall-clock wait for late messages", positive=True),
         ParamSpec("await_driver", "bool", True,
                   "before step 0, wait for the driver node's parameters too, as for the clock master's and the "
@@ -214,6 +227,14 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
         raise ConfigError.single(source, f"{node}.{name}", form, value)
     if item.kind == "float" and item.minimum is not None and value < item.minimum:
         raise ConfigError.single(source, f"{node}.{name}", f"a number >= {item.minimum}", value)
+    if item.kind == "float" and item.maximum is not None and value > item.maximum:
+        raise ConfigError.single(source, f"{node}.{name}", f"a number <= {item.maximum:g}", value)
+    if item.kind == "str" and item.choices and value not in item.choices:
+        raise ConfigError.single(source, f"{node}.{name}", f"one of {', '.join(item.choices)}", value)
+    if item.kind == "str_list" and item.choices and (any(v not in item.choices for v in value)
+                                                     or len(set(value)) != len(value)):
+        raise ConfigError.single(source, f"{node}.{name}", f"a list of distinct cameras from "
+                                 f"{', '.join(item.choices)}", value)
     if item.kind == "int":
         low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
         high = item.maximum if item.maximum is not None else INT64[1]
@@ -454,6 +475,48 @@ def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> No
             source, "driver.frame_timeout_ms",
             f"less than clock_master.participant_timeout_ms ({limit_ms}): the clock master must outwait the "
             "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)
+
+
+FRAME_FORM = "a tf2 frame name (not empty, no leading '/', no spaces)"
+
+
+def frame_problems(values: Mapping[str, Any], source: str) -> list[Problem]:
+    """The bridge's frames, one tf tree: map_frame -> base_frame on /tf, base_frame -> each
+    camera on /tf_static, a camera's frame being its name. Equal names made a frame its own
+    parent (map -> map) or a loop (chase -> base_link -> chase), counted runs whose tf tree
+    tf2 cannot use. ``values``: the bridge's parameters (defaults where absent)."""
+    def get(name: str) -> Any:
+        return values.get(name, spec("sim_bridge", name).default)
+
+    problems = []
+    map_frame, base_frame, cameras = get("map_frame"), get("base_frame"), get("cameras")
+    for key, frame in (("map_frame", map_frame), ("base_frame", base_frame)):
+        if not frame or frame.startswith("/") or any(c.isspace() for c in frame):
+            problems.append(Problem(source, f"sim_bridge.{key}", FRAME_FORM, frame))
+        elif frame in cameras:
+            problems.append(Problem(source, f"sim_bridge.{key}", "a frame other than a rendered camera's "
+                                    f"(each camera's frame is its name: {', '.join(cameras)})", frame))
+    if map_frame == base_frame:
+        problems.append(Problem(source, "sim_bridge.base_frame", f"another frame than map_frame ({map_frame}): "
+                                "/tf gives the ego's pose in map_frame", base_frame))
+    return problems
+
+
+def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
+    """A run's last step time, ``steps * decision_us``, must fit the messages' int64
+    microseconds: a decision of 9.2e18 us (its tick too) overflowed at step 1.
+
+    Raises:
+        ConfigError: the run would end past int64 microseconds.
+    """
+    clock = params.get("clock_master", {})
+    decision_us = clock.get("decision_us") or DEFAULT_DECISION_US
+    if clock.get("decision_s") is not None:
+        decision_us = round(clock["decision_s"] * 1_000_000)
+    steps = clock.get("steps", 0)
+    if steps * decision_us > INT64[1]:
+        raise ConfigError.single(source, "clock_master.steps", f"at most {INT64[1] // decision_us} steps of "
+                                 f"{decision_us} us (the run's times are int64 microseconds)", steps)
 
 
 class _Quoted(str):

@@ -54,7 +54,7 @@ from simforge_ros.isolation import (
     lease_domain,
     user_domain,
 )
-from simforge_ros.params import check_frame_wait, params_yaml, validate
+from simforge_ros.params import check_frame_wait, check_run_span, frame_problems, params_yaml, validate
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import (
     HELD_SIGNALS,
@@ -195,7 +195,11 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
                 params[node].pop(name[:-2] + "_us", None)  # seconds replace a default in us
             params[node][name] = value
     checked = validate(params, "run parameters")
+    problems = frame_problems(checked["sim_bridge"], "run parameters")
+    if problems:
+        raise ConfigError(problems)
     check_frame_wait(checked, "run parameters")
+    check_run_span(checked, "run parameters")
     check_camera_faults(checked, plan)
     return checked
 

@@ -472,3 +472,50 @@ def test_values_rcl_reads_apart_from_yaml_1_1_edge_cases(tmp_path):
 
     assert rcl_scalar("0x1p-1074") == 5e-324 and rcl_scalar("1e-320") == "1e-320"  # exact subnormal or not
     assert math.isnan(rcl_scalar("nan(12)"))
+
+
+def test_the_nodes_choices_in_a_file_are_named_at_once_with_its_types(tmp_path, capsys):
+    """A backend, a storage and the cameras were each the node's own check, one at a time
+    as the nodes started and without the file's name: five runs to find five problems."""
+    path = _write(tmp_path, "sim_bridge:\n  ros__parameters: {width: 3.0, cameras: [front, front], backend: nope}\n"
+                            "recorder:\n  ros__parameters: {storage: parquet}\n")
+    assert cli.main(["run", "right_turn", "--params-file", str(path), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    for field, expected in (("sim_bridge.width", "a value of type int"),
+                            ("sim_bridge.cameras", "a list of distinct cameras from front, left, rear, right, chase"),
+                            ("sim_bridge.backend", "one of embedded, carla"),
+                            ("recorder.storage", "one of mcap, sqlite3")):
+        assert f"{path}: {field}: expected {expected}" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("sets", "said"), [
+    # seconds past a day: its microseconds overflowed int64 deep in rclpy (SystemError, exit 1)
+    (["clock_master.decision_s=1e13"], "clock_master.decision_s: expected a number <= 86400"),
+    (["sim_bridge.camera_period_s=1e13"], "sim_bridge.camera_period_s: expected a number <= 86400"),
+    (["clock_master.decision_us=9223372036854760000", "sim_bridge.tick_us=9223372036854760000"],
+     "clock_master.decision_us: expected an integer in [1, 86400000000]"),
+    # --latency-ms was dropped unsaid for the seconds twin
+    (["clock_master.latency_s=0.1"], "clock_master.latency_s: expected no latency beside --latency-ms"),
+    # a frame its own parent, or a loop through a camera's frame, counted
+    (["sim_bridge.base_frame=map", "sim_bridge.tf=true"], "sim_bridge.base_frame: expected another frame than "
+                                                          "map_frame (map)"),
+    (["sim_bridge.map_frame=chase"], "sim_bridge.map_frame: expected a frame other than a rendered camera's"),
+    (["sim_bridge.base_frame=front"], "sim_bridge.base_frame: expected a frame other than a rendered camera's"),
+], ids=["decision_s", "camera_period_s", "decision_us", "latency_s", "map-is-base", "map-is-camera",
+        "base-is-camera"])
+def test_values_that_broke_a_run_are_usage_errors(tmp_path, capsys, sets, said):
+    argv = ["run", "right_turn", "--steps", "5", "--latency-ms", "300", "--out", str(tmp_path / "runs")]
+    for item in sets:
+        argv += ["--set", item]
+    assert cli.main(argv) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_whose_last_step_time_overflows_int64_is_refused(tmp_path, capsys):
+    argv = ["run", "right_turn", "--steps", "200000000", "--set", "clock_master.decision_us=86400000000",
+            "--set", "sim_bridge.tick_us=86400000000", "--out", str(tmp_path / "runs")]
+    assert cli.main(argv) == 2
+    assert ("clock_master.steps: expected at most 106751991 steps of 86400000000 us (the run's times are int64 "
+            "microseconds), got 200000000") in capsys.readouterr().err

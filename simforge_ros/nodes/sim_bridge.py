@@ -56,6 +56,7 @@ from simforge_ros.nodes.common import (
     unexpected,
     watch_run_status,
 )
+from simforge_ros.params import frame_problems
 from simforge_ros.srv import Step
 
 NAME = "sim_bridge"
@@ -107,10 +108,9 @@ class SimBridge:
             raise ConfigError.single(NAME, "cameras", f"a list of distinct cameras from {', '.join(known)}",
                                      list(self._cameras))
         self._intrinsics = {c: backend.intrinsics(c) for c in self._cameras}  # what CameraInfo says
-        for key in ("map_frame", "base_frame"):
-            frame = values[key]
-            if not frame or frame.startswith("/") or any(c.isspace() for c in frame):
-                raise ConfigError.single(NAME, key, "a tf2 frame name (not empty, no leading '/', no spaces)", frame)
+        frames = frame_problems(values, NAME)
+        if frames:
+            raise ConfigError(frames)
         self._backend = backend
         on_camera = [f.spec() for f in faults if f.kind in CAMERA_FAULTS]
         if on_camera and not self._cameras:
