@@ -365,6 +365,7 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                 held.enter_context(hold_domain(user_domain(user), who))
             check_rmw()
             discovery = discovery_range()
+            _check_memory(params)
             if spec.record:
                 _check_room(spec.out_dir, params)
             spec.out_dir.mkdir(parents=True, exist_ok=True)
@@ -440,6 +441,45 @@ def _check_room(out_dir: Path, params: Mapping[str, Mapping[str, Any]]) -> None:
         raise ConfigError.single("--out", "out", f"a disk with room for the run's record ({need.describe()}; "
                                  f"{megabytes(free)} free: fewer --steps or cameras, or another --out)",
                                  str(out_dir.parent))
+
+
+def _check_memory(params: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse cameras whose drawing clearly cannot fit in the machine's memory, before the
+    run starts: four 8192x8192 cameras (within each side's range) need about 19 GB, and a
+    run began and ended in MemoryError or the kernel's OOM killer.
+
+    Raises:
+        ConfigError: on sim_bridge.width and height, with the estimate and what is available.
+    """
+    from simforge_ros.engine.render import drawing_bytes
+    from simforge_ros.record.room import megabytes
+
+    bridge = params.get("sim_bridge", {})
+    if bridge.get("backend", "embedded") != "embedded":
+        return  # a simulator server draws the frames
+    cameras = bridge.get("cameras", spec_of("sim_bridge", "cameras").default)
+    width = bridge.get("width", spec_of("sim_bridge", "width").default)
+    height = bridge.get("height", spec_of("sim_bridge", "height").default)
+    need = drawing_bytes(len(cameras), width, height)
+    available = available_memory()
+    if available is not None and need > available:
+        raise ConfigError.single(
+            "run parameters", "sim_bridge.width x height",
+            f"images the machine's memory can draw ({len(cameras)} cameras at {width}x{height} take about "
+            f"{megabytes(need)}; {megabytes(available)} available: fewer cameras or smaller images)",
+            f"{width}x{height}")
+
+
+def available_memory() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes, None where it cannot be read."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id: int, discovery: str) -> None:

@@ -381,3 +381,36 @@ def test_pause_and_play_check_the_discovery_range_as_run_does(monkeypatch):
     monkeypatch.delenv(DISCOVERY_VAR)
     assert tool_discovery_range(unset_as=None) is None and DISCOVERY_VAR not in os.environ  # play: ROS's default
     assert tool_discovery_range() == "LOCALHOST" and os.environ[DISCOVERY_VAR] == "LOCALHOST"  # pause: the runs'
+
+
+def test_cameras_the_memory_cannot_draw_are_refused_before_the_run(tmp_path, monkeypatch, capsys):
+    """Four 8192x8192 cameras passed every check (each side within its range) and the run
+    began, to end in MemoryError (or the OOM killer): about 19 GB to draw."""
+    from simforge_ros import cli
+    from simforge_ros import runner as runner_module
+    from simforge_ros.engine.render import drawing_bytes
+
+    need = drawing_bytes(4, 8192, 8192)
+    assert 15e9 < need < 25e9
+    monkeypatch.setattr(runner_module, "available_memory", lambda: need - 1)
+    argv = ["run", "right_turn", "--steps", "2", "--set", "sim_bridge.cameras=[front,left,rear,right]",
+            "--set", "sim_bridge.width=8192", "--set", "sim_bridge.height=8192", "--out", str(tmp_path / "runs")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "sim_bridge.width x height: expected images the machine's memory can draw (4 cameras at 8192x8192" in err
+    assert not list((tmp_path / "runs").glob("*"))  # no run directory
+    monkeypatch.setattr(runner_module, "available_memory", lambda: need)  # just enough: not this check's
+    runner_module._check_memory(node_params(_spec(tmp_path, sets={"sim_bridge": {
+        "cameras": ["front", "left", "rear", "right"], "width": 8192, "height": 8192}})))
+
+
+def test_the_renderer_keeps_only_the_cameras_it_draws():
+    """All five cameras' rays were made at once: 2.7 GB at 4096x4096 for a run of one."""
+    from simforge_ros.core.values import Pose2D
+    from simforge_ros.engine import load_scenario
+    from simforge_ros.engine.render import Renderer
+
+    renderer = Renderer(load_scenario("right_turn"), 64, 48)
+    assert renderer._grids == {}
+    renderer.render("front", Pose2D(0.0, 0.0, 0.0), [])
+    assert list(renderer._grids) == ["front"]
