@@ -449,9 +449,22 @@ def make_executor(context: Any = None) -> Executor:
 
 
 def spin_future(executor: Executor, future: Any, timeout_s: float) -> bool:
-    """Spin until ``future`` is done (True) or ``timeout_s`` passed (False)."""
-    if not future.done():
-        executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+    """Spin until ``future`` is done (True) or ``timeout_s`` passed (False).
+
+    One event at a time (``spin_once``), not ``spin_until_future_complete``: the
+    EventsExecutor's keeps about 37 bytes a call it never frees, two calls a step, and the
+    clock master grew 4.5 MB over a 60 000-step run (40 000 calls in a bare loop: +1 260 KB
+    against +4 KB, and 38.8 against 33.6 us a call).
+    """
+    if future.done():
+        return True
+    wall_deadline = time.monotonic() + timeout_s
+    context_ok, spin_once, now = executor.context.ok, executor.spin_once, time.monotonic  # a step's hot loop
+    while not future.done():
+        left_s = wall_deadline - now()
+        if left_s <= 0 or not context_ok():
+            break
+        spin_once(timeout_sec=left_s)
     return bool(future.done())
 
 

@@ -401,18 +401,21 @@ def test_bad_arguments_get_a_clear_usage_error(tmp_path, args, needle):
 
 @pytest.mark.parametrize("layout", ["single", "processes"])
 @pytest.mark.parametrize(("setting", "needle"), [
-    ("sim_bridge.cameras=[bogus]", "sim_bridge: cameras: expected a list of distinct cameras"),
-    ("recorder.storage=zip", "recorder: storage: expected"),
+    # found only by the node, at its start
+    ("sim_bridge.backend=carla", "sim_bridge: backend: expected a backend whose simulator API is installed"),
+    # node checks once, now named with the types before anything starts
+    ("sim_bridge.cameras=[bogus]", "--set: sim_bridge.cameras: expected a list of distinct cameras"),
+    ("recorder.storage=zip", "--set: recorder.storage: expected one of mcap, sqlite3"),
 ])
 def test_a_configuration_a_node_refuses_at_start_leaves_no_run_directory(tmp_path, layout, setting, needle):
-    """Found only by the node (not before start): the error is the whole story, and a run
-    directory left behind said another cause in its manifest (incomplete_run), or had none
-    (so every tool took it for a run whose recorder was killed)."""
+    """The error is the whole story: a run directory left behind said another cause in its
+    manifest (incomplete_run), or had none (so every tool took it for a run whose recorder
+    was killed)."""
     out = simforge("run", "right_turn", "--steps", "2", "--layout", layout, "--set", setting,
                    "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     assert needle in out.stderr and "Traceback" not in out.stderr + out.stdout
-    assert list((tmp_path / "runs").iterdir()) == []
+    assert not list((tmp_path / "runs").glob("*"))  # no run directory (nor --out, when refused first)
 
 
 @pytest.mark.parametrize("layout", ["single", "processes"])
@@ -439,7 +442,7 @@ def test_a_participant_that_fails_answers_participant_error_instead_of_hanging(t
     assert result.exit_code == 18
 
 
-_NO_BACKEND = "sim_bridge: backend: expected one of embedded, carla, got 'carla9'"
+_NO_BACKEND = "sim_bridge.backend: expected one of embedded, carla, got 'carla9'"
 
 
 @pytest.mark.parametrize(
@@ -448,13 +451,16 @@ _NO_BACKEND = "sim_bridge: backend: expected one of embedded, carla, got 'carla9
         ("processes", {"sim_bridge": {"backend": "carla9"}}, _NO_BACKEND),
         ("single", {"sim_bridge": {"backend": "carla9"}}, _NO_BACKEND),
         ("processes", {"sim_bridge": {"cameras": ["front", "sky"]}},
-         "sim_bridge: cameras: expected a list of distinct cameras from chase, front, left, rear, right, "
+         "sim_bridge.cameras: expected a list of distinct cameras from front, left, rear, right, chase, "
          "got ['front', 'sky']"),
         ("single", {"sim_bridge": {"cameras": ["front", "front"]}}, "got ['front', 'front']"),
         ("processes", {"clock_master": {"steps": -3}},
          "steps: expected an integer in [0, 9223372036854775807], got -3"),
         ("processes", {"recorder": {"storage": "parquet"}},
-         "recorder: storage: expected one of mcap, sqlite3, got 'parquet'"),
+         "recorder.storage: expected one of mcap, sqlite3, got 'parquet'"),
+        # found only by the node: no CARLA Python API here
+        ("processes", {"sim_bridge": {"backend": "carla"}},
+         "sim_bridge: backend: expected a backend whose simulator API is installed"),
         # a fault on a camera the bridge does not render never fired, and the run was counted
         ("single", {"sim_bridge": {"faults": ["flip_pixel=left@1"]}},
          "sim_bridge: faults: expected flip_pixel=CAMERA@K with CAMERA one of the cameras it renders (chase, front)"),
@@ -464,8 +470,9 @@ _NO_BACKEND = "sim_bridge: backend: expected one of embedded, carla, got 'carla9
     ],
 )
 def test_a_node_that_cannot_start_is_a_config_error_naming_its_field_at_once(tmp_path, layout, sets, needle):
-    """In either layout the node's own configuration problem comes back as the same
-    ConfigError, as soon as the node has exited: not a participant_timeout 30 s later."""
+    """In either layout a configuration problem comes back as the same ConfigError, before
+    the nodes start or as soon as the node that found it has exited: not a
+    participant_timeout 30 s later."""
     started = time.monotonic()
     with pytest.raises(ConfigError) as err:
         lockstep(tmp_path, steps=3, layout=layout, sets=sets)

@@ -90,5 +90,5 @@ def test_a_frame_name_tf2_would_refuse_is_a_config_error(tmp_path):
     out = simforge("run", "right_turn", "--steps", "2", "--set", "sim_bridge.base_frame=/base_link",
                    "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert out.returncode == 2
-    assert "sim_bridge: base_frame: expected a tf2 frame name (not empty, no leading '/', no spaces), " \
+    assert "sim_bridge.base_frame: expected a tf2 frame name (not empty, no leading '/', no spaces), " \
            "got '/base_link'" in out.stderr
