@@ -37,7 +37,7 @@ def test_the_estimate_follows_steps_cameras_size_and_camera_period(tmp_path):
         + 4 * room.MARKER_BYTES)
     whole = room.estimate(node_params(_spec(tmp_path)))  # steps 0: the scenario's 22 s at 100 ms
     assert whole.steps == 220
-    assert whole.describe() == "about 78 MB for 220 steps with 2 cameras at 320x180"
+    assert whole.describe() == "about 77 MB for 220 steps with 2 cameras at 320x180"
     assert room.estimate(node_params(_spec(tmp_path, sets={"sim_bridge": {"scenario": "nowhere"},
                                                           "driver": {"scenario": "nowhere"}}))) is None
 
@@ -47,7 +47,7 @@ def test_a_run_that_cannot_fit_is_refused_before_anything_starts(tmp_path, monke
     with pytest.raises(ConfigError) as err:
         run(_spec(tmp_path, steps=1000))
     text = str(err.value)
-    assert text.startswith("--out: out: expected a disk with room for the run's record (about 352 MB for 1000 "
+    assert text.startswith("--out: out: expected a disk with room for the run's record (about 351 MB for 1000 "
                            "steps with 2 cameras at 320x180; 10 MB free")
     assert not (tmp_path / "runs").exists()  # nothing was started or created
     # unrecorded, it needs no room

@@ -20,9 +20,10 @@ from simforge_ros.core.units import resolve_period
 from simforge_ros.params import spec
 
 # measured on recorded runs (2026-12-03): a step's state, action, timing and /clock in the
-# bag and its steps.jsonl line come to ~2 KB without cameras; a frame adds its pixels, its
-# CameraInfo and its steps.jsonl digest
-STEP_BYTES = 3_000
+# bag and its steps.jsonl line come to ~2 KB without cameras (1 885-1 893 B over 20 000- and
+# 60 000-step runs, 2026-12-05: 3 000 refused a 25 000-step run of 47 MB on 63 MB free);
+# a frame adds its pixels, its CameraInfo and its steps.jsonl digest
+STEP_BYTES = 2_000
 FRAME_OVERHEAD_BYTES = 1_500
 # what the bridge's optional messages add to a step (400-step runs without cameras, bag and
 # steps.jsonl, 2026-12-04): odometry 777 B, /tf 157-158 B, ground truth 456-458 B with four
