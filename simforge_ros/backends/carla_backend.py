@@ -405,6 +405,9 @@ class CarlaBackend:
             self._spawned.append(spawned)
             self._actors.append(spawned)
             self._actor_z.append(z)
+        # a run that crashed with signals left every light frozen (close() never ran): each run
+        # gives the town its own cycles back first, then starts every cycle from its start
+        world.freeze_all_traffic_lights(False)
         world.reset_all_traffic_lights()  # every light's cycle from its start: the same each run
         self._lights = self._match_lights(world)
         if self._lights:

@@ -541,3 +541,17 @@ def test_a_scripted_actor_carla_will_not_spawn_is_named(carla, monkeypatch):
     assert err.value.detail == ("carla: the scenario's pedestrian 'walker' could not be spawned as "
                                 "walker.pedestrian.0001 at its start pose (Spawn failed because of invalid actor "
                                 "description)")
+
+
+def test_lights_a_crashed_run_left_frozen_cycle_again_in_the_next_run(carla):
+    """close() unfroze the lights only of a run that froze them: after a run with signals
+    crashed, a run without signals got a town whose lights never turned."""
+    crashed = CarlaBackend("red_signal", TICK_US, 64, 48, CarlaOptions(cameras=()))
+    crashed.load(0)  # freezes every light; never closed
+    world = carla.Client().get_world()
+    lights = [a for a in world.get_actors() if a.type_id == "traffic.traffic_light"]
+    assert lights and all(light.is_frozen() for light in lights)
+    b = CarlaBackend("right_turn", TICK_US, 64, 48, CarlaOptions(cameras=()))
+    b.load(0)
+    assert not any(light.is_frozen() for light in lights)
+    b.close()
