@@ -86,7 +86,8 @@ BACKEND_VERSION = "carla-backend/1"
 # wrong period (the 0.0999 s typed for 0.1 s) is 1e-3.
 DELTA_REL_TOL = 1e-6
 # CARLA's elapsed time against k * tick_us: half a microsecond, plus the single-precision
-# deltas' accumulation (1e-7 of the time: 2.2 us over 100 000 ticks of 10 ms would be 2e-8).
+# deltas' accumulation (1e-7 of the time: 0.01 s as a float32 is short by 2.2e-10 s, 22 us
+# over 100 000 ticks, 2.2e-8 of the 1 000 s).
 ELAPSED_TOL_US = 1.0
 ELAPSED_REL_TOL = 1e-7
 SPAWN_LIFT_M = 0.3  # the ego is spawned this far above the road (CARLA refuses a spawn into it)
