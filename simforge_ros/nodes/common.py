@@ -461,11 +461,23 @@ def spin_future(executor: Executor, future: Any, timeout_s: float) -> bool:
     wall_deadline = time.monotonic() + timeout_s
     context_ok, spin_once, now = executor.context.ok, executor.spin_once, time.monotonic  # a step's hot loop
     while not future.done():
+        if not context_ok():
+            return bool(future.done())
         left_s = wall_deadline - now()
-        if left_s <= 0 or not context_ok():
+        if left_s <= 0:
             break
         spin_once(timeout_sec=left_s)
+    # past the limit, what is already here is still taken: in one process a bridge busy past
+    # it (its own watchdog then refuses the step) answers while the wait is over, and its
+    # answer, naming what it had done, must not be passed over for "did not answer"
+    for _ in range(_DRAIN_MAX):
+        if future.done() or not context_ok():
+            break
+        spin_once(timeout_sec=0.0)
     return bool(future.done())
+
+
+_DRAIN_MAX = 64  # events taken at most once a wait is over (a step's messages and the answer)
 
 
 def spin_until(executor: Executor, done: Callable[[], bool], timeout_s: float | None = None) -> bool:

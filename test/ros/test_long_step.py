@@ -1,5 +1,5 @@
-"""A step that takes the bridge far longer than a call may (a decision period of 10^6 s is
-5 * 10^7 engine ticks) is refused `participant_timeout` in both layouts, and Ctrl-C ends
+"""A step that takes the bridge far longer than a call may (a decision period of a day,
+the longest a period may be, is 4.32 * 10^6 engine ticks) is refused `participant_timeout` in both layouts, and Ctrl-C ends
 it. In the `single` layout the bridge's step holds the one thread the clock master waits
 on: such a run ran for minutes past its timeout and ignored Ctrl-C, until the bridge
 began to look at the clock master's timeout and stop flag between chunks of ticks."""
@@ -15,8 +15,8 @@ from simforge_ros.nodes.clock_master import ClockMaster
 
 pytestmark = pytest.mark.ros
 
-LONG_STEP = {"clock_master": {"decision_s": 1e6, "participant_timeout_ms": 1500}, "sim_bridge": {"cameras": []}}
-TICKS = 50_000_000  # 10^6 s of 20 ms ticks (right_turn)
+LONG_STEP = {"clock_master": {"decision_s": 86400, "participant_timeout_ms": 1500}, "sim_bridge": {"cameras": []}}
+TICKS = 4_320_000  # a day (the longest period) of 20 ms ticks (right_turn)
 
 
 @pytest.mark.parametrize("layout", ["processes", "single"])
@@ -55,7 +55,7 @@ def test_ctrl_c_during_a_long_step_in_one_process_ends_it(tmp_path, monkeypatch)
 
     monkeypatch.setattr(ClockMaster, "step", noting)
     monkeypatch.setattr(EmbeddedBackend, "advance", advancing)
-    sets = {**LONG_STEP, "clock_master": {"decision_s": 1e6, "participant_timeout_ms": 600_000}}
+    sets = {**LONG_STEP, "clock_master": {"decision_s": 86400, "participant_timeout_ms": 600_000}}
     result = lockstep(tmp_path, steps=3, layout="single", sets=sets)
     assert result.refusal is not None
     assert (result.refusal["code"], result.refusal["step"], result.exit_code) == ("aborted", 1, 19)

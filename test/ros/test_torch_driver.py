@@ -160,6 +160,6 @@ def test_a_planner_camera_the_bridge_has_not_is_named_as_the_drivers(tmp_path):
     out = simforge("run", "right_turn", "--driver", "torch", "--steps", "2", "--set", "driver.cameras=[top]",
                    "--out", "runs", cwd=tmp_path)
     assert out.returncode == 2
-    assert out.stderr.startswith("simforge: driver: cameras: expected a non-empty list of distinct cameras from "
-                                 "chase, front, left, rear, right, got ['top']"), out.stderr
+    assert out.stderr.startswith("simforge: --set: driver.cameras: expected a list of distinct cameras from "
+                                 "front, left, rear, right, chase, got ['top']"), out.stderr
     assert not (tmp_path / "runs").exists()
