@@ -1,8 +1,9 @@
 """A step that takes the bridge far longer than a call may (a decision period of a day,
-the longest a period may be, is 4.32 * 10^6 engine ticks) is refused `participant_timeout` in both layouts, and Ctrl-C ends
-it. In the `single` layout the bridge's step holds the one thread the clock master waits
-on: such a run ran for minutes past its timeout and ignored Ctrl-C, until the bridge
-began to look at the clock master's timeout and stop flag between chunks of ticks."""
+the longest a period may be, is 4.32 * 10^6 engine ticks) is refused
+`participant_timeout` in both layouts, and Ctrl-C ends it. In the `single` layout the
+bridge's step holds the one thread the clock master waits on: such a run ran for minutes
+past its timeout and ignored Ctrl-C, until the bridge began to look at the clock master's
+timeout and stop flag between chunks of ticks."""
 
 from __future__ import annotations
 
