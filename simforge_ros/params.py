@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import ConfigError, Printed, Problem
+from simforge_ros.core.errors import ConfigError, Printed, Problem, RateNotMultiple
 from simforge_ros.core.limits import IMAGE_SIDE, INT64, MAX_TIME_US, PLANNER_SAMPLES
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
+from simforge_ros.core.units import resolve_period
 from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
 
 
@@ -510,9 +511,10 @@ def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None
         ConfigError: the run would end past int64 microseconds.
     """
     clock = params.get("clock_master", {})
-    decision_us = clock.get("decision_us") or DEFAULT_DECISION_US
-    if clock.get("decision_s") is not None:
-        decision_us = round(clock["decision_s"] * 1_000_000)
+    try:
+        decision_us = resolve_period(clock, "decision") or DEFAULT_DECISION_US
+    except (ConfigError, RateNotMultiple):
+        return  # the clock master refuses such a period itself (rate_not_multiple), naming it
     steps = clock.get("steps", 0)
     if steps * decision_us > INT64[1]:
         raise ConfigError.single(source, "clock_master.steps", f"at most {INT64[1] // decision_us} steps of "

@@ -519,3 +519,17 @@ def test_a_run_whose_last_step_time_overflows_int64_is_refused(tmp_path, capsys)
     assert cli.main(argv) == 2
     assert ("clock_master.steps: expected at most 106751991 steps of 86400000000 us (the run's times are int64 "
             "microseconds), got 200000000") in capsys.readouterr().err
+
+
+def test_the_parameters_choices_are_the_packages_own():
+    """params keeps its choices as literals (the launch file imports it in the system's
+    Python, without rosbags or the engine): they must stay what the nodes accept."""
+    from simforge_ros.backends import BACKENDS
+    from simforge_ros.engine import CAMERA_NAMES
+    from simforge_ros.params import spec
+    from simforge_ros.record.bag import STORAGES
+
+    assert spec("sim_bridge", "backend").choices == BACKENDS
+    assert set(spec("sim_bridge", "cameras").choices) == set(CAMERA_NAMES)
+    assert spec("driver", "cameras").choices == spec("sim_bridge", "cameras").choices
+    assert set(spec("recorder", "storage").choices) == set(STORAGES)

@@ -60,7 +60,7 @@ from simforge_ros.nodes.common import (
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
-from simforge_ros.record.bag import STORAGES, BackgroundBagWriter, BagError, typestore
+from simforge_ros.record.bag import BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.record.side_digests import (
@@ -141,8 +141,6 @@ class Recorder:
         values = declare_params(self.node, NAME)
         if not values["out_dir"]:
             raise ConfigError.single(NAME, "out_dir", "a directory path for the run", values["out_dir"])
-        if values["storage"] not in STORAGES:
-            raise ConfigError.single(NAME, "storage", f"one of {', '.join(sorted(STORAGES))}", values["storage"])
         self.out_dir = Path(values["out_dir"])
         if (self.out_dir / "bag").exists() or (self.out_dir / "manifest.json").exists():
             raise ConfigError.single(NAME, "out_dir", "a new run directory (never overwritten)", str(self.out_dir))
