@@ -29,6 +29,12 @@ _GOT_LIMIT = 200  # characters of a got's repr shown whole; a longer one is cut 
 _GOT_SHOWN = 120
 
 
+def cut_got(text: str) -> str:
+    """A got's printed form as a problem shows it: whole up to _GOT_LIMIT characters, else
+    its start and its length."""
+    return text if len(text) <= _GOT_LIMIT else f"{text[:_GOT_SHOWN]}... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One configuration problem: where it came from, which field, what was expected."""
@@ -40,10 +46,10 @@ class Problem:
 
     def __str__(self) -> str:
         got = repr(self.got)
-        if len(got) > _GOT_LIMIT and not isinstance(self.got, Printed):
+        if not isinstance(self.got, Printed):
             # a whole file that is not the form asked for (a parameter file given /etc/passwd)
             # is named by its start, not echoed; a Printed got (another problem) stays whole
-            got = f"{got[:_GOT_SHOWN]}... ({len(got)} characters)"
+            got = cut_got(got)
         return f"{self.source}: {self.field}: expected {self.expected}, got {got}"
 
     @classmethod

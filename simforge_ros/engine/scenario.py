@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import Printed
+from simforge_ros.core.errors import Printed, cut_got
 from simforge_ros.core.values import Pose2D
 
 _MISSING_TEXT = "missing"
@@ -30,7 +30,6 @@ class ScenarioError(ValueError):
 
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring, _REPR.maxother = 3, 4, 6, 120, 120
-_GOT_LIMIT, _GOT_SHOWN = 200, 120  # as core.errors.Problem cuts a got
 
 
 def _shown(got: Any) -> str:
@@ -45,7 +44,7 @@ def _shown(got: Any) -> str:
         text = _REPR.repr(got)
     except ValueError:  # an integer of over 4300 digits inside it
         text = f"a {type(got).__name__} holding an integer of over 4300 digits"
-    return text if len(text) <= _GOT_LIMIT else f"{text[:_GOT_SHOWN]}... ({len(text)} characters)"
+    return cut_got(text)
 
 
 class Missing:

@@ -147,6 +147,9 @@ def sqlite_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str
         if bag_info is None or "metadata" not in tables:  # one written before rosbag2 kept it there
             return None
         rows = con.execute("SELECT metadata FROM metadata").fetchall()
+        counts = {str(name): int(n) for name, n in con.execute(
+            "SELECT t.name, COUNT(m.id) FROM topics t LEFT JOIN messages m ON m.topic_id = t.id GROUP BY t.id")}
+        first, last = con.execute("SELECT MIN(timestamp), MAX(timestamp) FROM messages").fetchone()
     except sqlite3.Error as err:
         return f"{path.name}: SQLite cannot read it ({err})"
     except UnicodeDecodeError:  # Python decoding SQLite's message, which quotes a damaged schema
@@ -159,19 +162,7 @@ def sqlite_problem(path: Path, bag_info: Mapping[str, Any] | None = None) -> str
         inner = []
     if inner != [dict(bag_info)]:
         return f"{path.name}: its metadata table is not the bag's metadata.yaml"
-    return _counts_problem(path.name, bag_info, *_sqlite_counts(path))
-
-
-def _sqlite_counts(path: Path) -> tuple[dict[str, int], int | None, int | None]:
-    """Messages per topic, and the first and last timestamp, of a sqlite3 bag."""
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        counts = {str(name): int(n) for name, n in con.execute(
-            "SELECT t.name, COUNT(m.id) FROM topics t LEFT JOIN messages m ON m.topic_id = t.id GROUP BY t.id")}
-        first, last = con.execute("SELECT MIN(timestamp), MAX(timestamp) FROM messages").fetchone()
-    finally:
-        con.close()
-    return counts, first, last
+    return _counts_problem(path.name, bag_info, counts, first, last)
 
 
 def _counts_problem(name: str, bag_info: Mapping[str, Any], counts: Mapping[str, int],
