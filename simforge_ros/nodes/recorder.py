@@ -25,7 +25,6 @@ import contextlib
 import json
 import sys
 import time
-from array import array
 from collections import Counter
 from pathlib import Path
 from typing import Any, cast
@@ -43,6 +42,7 @@ from visualization_msgs.msg import MarkerArray
 from simforge_ros import topics
 from simforge_ros.core.canonical import to_plain
 from simforge_ros.core.errors import ConfigError
+from simforge_ros.core.wall_times import WallTimes
 from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
     LATCHED_QOS,
@@ -157,7 +157,7 @@ class Recorder:
         self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
         self._unflushed = False  # records written since the last flush
         self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
-        self._step_ns = array("q")  # wall_step_ns per step, for the manifest's summary
+        self._step_ns = WallTimes()  # wall_step_ns per step, for the manifest's summary
         self._images_seen: Counter[str] = Counter()  # per camera: each image has a camera_info
         self._infos_seen: Counter[str] = Counter()
         # what of the camera messages no chain holds (record.side_digests)

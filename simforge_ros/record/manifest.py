@@ -21,6 +21,7 @@ import numpy
 
 import simforge_ros
 from simforge_ros.core.canonical import encode
+from simforge_ros.core.wall_times import WallTimes
 
 FORMAT = 1
 
@@ -165,13 +166,19 @@ def write_json(path: Path, value: Any) -> None:
         raise
 
 
-def wall_summary(step_ns: Sequence[int]) -> dict[str, int]:
+def wall_summary(step_ns: WallTimes | Sequence[int]) -> dict[str, Any]:
     """The manifest's figures of the steps' wall-clock times: how many, median, 99th
     percentile (nearest rank) and largest. Each step's own is in steps.jsonl under "wall";
-    the manifest held the whole list again, 168 KB of a 20 000-step run's 292 KB."""
-    ordered = sorted(step_ns)
+    the manifest held the whole list again, 168 KB of a 20 000-step run's 292 KB. Past
+    core.wall_times.EXACT_STEPS steps the median and p99 come from a histogram, within 0.1 %,
+    and ``approximate`` says so."""
+    times = step_ns if isinstance(step_ns, WallTimes) else WallTimes.of(step_ns)
+    ordered = times.summary()
     n = len(ordered)
     if not n:
         return {"n": 0}
-    return {"n": n, "median": ordered[(n - 1) // 2], "p99": ordered[max(0, math.ceil(0.99 * n) - 1)],
-            "max": ordered[-1]}
+    out: dict[str, Any] = {"n": n, "median": ordered.at((n - 1) // 2),
+                           "p99": ordered.at(max(0, math.ceil(0.99 * n) - 1)), "max": ordered.max}
+    if not ordered.exact:
+        out["approximate"] = True
+    return out
