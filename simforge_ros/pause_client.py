@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros import topics
+from simforge_ros.command import INTERRUPTED
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.isolation import MAX_DOMAIN_ID, check_rmw, domain_holder, tool_discovery_range, user_domain
 from simforge_ros.record.rundir import DOMAIN, MANIFEST, holds_run
-from simforge_ros.tools import parse, say, stop_on_sigterm
+from simforge_ros.tools import parse, say, stop_on_signals
 
 _LOOK_S = 0.25  # wall clock: how often a wait looks whether the run (--run) has ended
 
@@ -49,10 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when the clock master took the call, 1 when no run answered or it had ended,
-    2 on bad usage or environment."""
+    2 on bad usage or environment, 130 when interrupted (Ctrl-C, SIGTERM, SIGHUP)."""
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
+    stop_on_signals()  # from here on a stop signal is said and exits as Ctrl-C does
     try:
         if not (args.wait_s > 0 and args.wait_s < float("inf")):
             raise ConfigError.single("--wait-s", "wait_s", "a number of seconds > 0", args.wait_s)
@@ -131,7 +133,7 @@ def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> 
     from rclpy.node import Node
     from std_srvs.srv import SetBool, Trigger
 
-    stop_on_sigterm()
+    stop_on_signals()
     rclpy.init(args=None, domain_id=domain_id)
     try:
         node = Node("simforge_pause")
@@ -182,7 +184,7 @@ def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> 
         return 0
     except KeyboardInterrupt:
         say("pause", "interrupted")
-        return EXIT_FAILURE
+        return INTERRUPTED
     finally:
         rclpy.try_shutdown()
 

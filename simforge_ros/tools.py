@@ -129,11 +129,14 @@ def _interrupt(_signum: int, _frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def stop_on_sigterm() -> None:
-    """Make SIGTERM end a tool as Ctrl-C does (its "interrupted" line and exit status).
-    Called before rclpy.init, whose handler shuts the context down on SIGTERM and then
-    calls this one: without it, the tool's next rclpy call failed on the dead context and
-    the tool said "unexpected error: RCLError: ... context is invalid"."""
+def stop_on_signals() -> None:
+    """Make SIGTERM and SIGHUP end a tool as Ctrl-C does (its "interrupted" line and exit
+    status 130), so that its node and rclpy are shut down. Called at the tool's start and
+    before rclpy.init, whose handler shuts the context down on SIGTERM and then calls this
+    one: without it, the tool's next rclpy call failed on the dead context and the tool said
+    "unexpected error: RCLError: ... context is invalid"; a SIGHUP (the terminal closed)
+    ended it at once, its teardown never run."""
     import signal
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)

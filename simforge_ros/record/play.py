@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros import topics
+from simforge_ros.command import INTERRUPTED
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, tool_discovery_range, user_domain
 from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import RunDir, load_run
 from simforge_ros.record.verify import verify_run
-from simforge_ros.tools import StepLine, parse, say, stop_on_sigterm
+from simforge_ros.tools import StepLine, parse, say, stop_on_signals
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
@@ -99,6 +100,22 @@ def wall_offset_s(t_ns: int, t0_ns: int, rate: float) -> float:
     may send it (a reliable writer keeps every message until its readers have it), and a
     reader that keeps only its last N loses what it has not taken in time."""
     return 0.0 if rate == 0 else (t_ns - t0_ns) / 1e9 / rate
+
+
+def paced(items: Iterable[Any], rate: float, now: Callable[[], float] = time.monotonic,
+          sleep: Callable[[float], None] = time.sleep) -> Iterator[Any]:
+    """Bag messages (with ``t_ns``), each when it is due (wall_offset_s). The pacing starts
+    when the first message has come: started before the bag's first chunk was read (a
+    quarter of a second for a run with cameras), the first steps went out back to back to
+    make that time up, and a reader keeping its last 10 messages lost some at --rate 10."""
+    t0_ns: int | None = None
+    wall_start = 0.0
+    for item in items:
+        if t0_ns is None:
+            t0_ns, wall_start = item.t_ns, now()
+        while (left := wall_start + wall_offset_s(item.t_ns, t0_ns, rate) - now()) > 0:
+            sleep(min(left, _SLEEP_SLICE_S))
+        yield item
 
 
 def clock_first(items: Iterable[Any]) -> Iterator[Any]:
@@ -227,15 +244,13 @@ class Player:
                 counts[item.topic] += 1
         t0_ns: int | None = None
         last_ns = 0
-        wall_start = time.monotonic()
         # each message decodes before it is published
-        for item in clock_first(read_bag(bag, list(self.publishers), start_ns=start_ns or None, stop_ns=stop_ns)):
+        for item in paced(clock_first(read_bag(bag, list(self.publishers), start_ns=start_ns or None,
+                                               stop_ns=stop_ns)), rate):
             t0_ns = item.t_ns if t0_ns is None else t0_ns
             last_ns = item.t_ns
             if progress is not None:
                 progress(item.t_ns)
-            while (left := wall_start + wall_offset_s(item.t_ns, t0_ns, rate) - time.monotonic()) > 0:
-                time.sleep(min(left, _SLEEP_SLICE_S))
             self._publish(item.topic, item.raw)
             counts[item.topic] += 1
         self._wait_acked()
@@ -317,10 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 once everything is played, 1 when a reader never came, a publish failed or
-    --verify found the bag differs from the run's records, 2 on unreadable input or bad usage."""
+    --verify found the bag differs from the run's records, 2 on unreadable input or bad usage,
+    130 when interrupted (Ctrl-C, SIGTERM, SIGHUP)."""
     args = parse(build_parser(), argv)
     if isinstance(args, int):
         return args
+    stop_on_signals()  # from here on a stop signal is said and exits as Ctrl-C does
     shown = sys.stderr.isatty()  # a progress line: a long run verifies for minutes, plays for longer
     checked = None
     try:
@@ -383,7 +400,7 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
     from simforge_ros.resources import use_fastdds_profile
 
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
-    stop_on_sigterm()
+    stop_on_signals()
     rclpy.init(args=None, domain_id=domain_id)  # as checked: rcl read " " as no number ("unexpected error")
     player: Player | None = None
     try:
@@ -399,7 +416,7 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
             clear()
     except KeyboardInterrupt:
         print("simforge play: interrupted", file=sys.stderr)
-        return EXIT_FAILURE
+        return INTERRUPTED
     except SimforgeError as err:  # BagError mid-bag, PlayError: what went out stays out
         say("play", err)
         return EXIT_USAGE if isinstance(err, BagError) else EXIT_FAILURE

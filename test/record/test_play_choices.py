@@ -20,6 +20,7 @@ from simforge_ros.record.play import (
     latched_topics,
     main,
     message_class,
+    paced,
     wall_offset_s,
 )
 
@@ -30,6 +31,30 @@ def test_pacing_follows_simulation_time_scaled_by_the_rate() -> None:
     assert wall_offset_s(2_100_000_000, 100_000_000, 1.0) == 2.0
     assert wall_offset_s(2_100_000_000, 100_000_000, 4.0) == 0.5
     assert wall_offset_s(2_100_000_000, 100_000_000, 0.0) == 0.0  # no pacing
+
+
+def test_the_pacing_starts_when_the_first_message_has_been_read() -> None:
+    """Reading a bag's first chunk took a quarter of a second; paced from before it, the
+    first steps went out back to back and a keep-last-10 reader lost some at --rate 10."""
+    from types import SimpleNamespace as Item
+
+    wall = [100.0]
+    sent: list[tuple[int, float]] = []
+
+    def sleep(seconds: float) -> None:
+        wall[0] += seconds
+
+    def slow_bag():
+        wall[0] += 0.25  # the bag opened and its first chunk decoded
+        for k in range(4):
+            yield Item(t_ns=k * 100_000_000)
+
+    for item in paced(slow_bag(), 10.0, now=lambda: wall[0], sleep=sleep):
+        sent.append((item.t_ns, round(wall[0], 9)))
+    assert sent == [(0, 100.25), (100_000_000, 100.26), (200_000_000, 100.27), (300_000_000, 100.28)]
+    wall[0] = 0.0
+    unpaced = [item.t_ns for item in paced(slow_bag(), 0.0, now=lambda: wall[0], sleep=sleep)]
+    assert unpaced == [k * 100_000_000 for k in range(4)] and wall[0] == 0.25  # rate 0: only the reading took time
 
 
 def test_each_log_time_plays_its_clock_first() -> None:

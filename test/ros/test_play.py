@@ -15,6 +15,7 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rosgraph_msgs.msg import Clock
 from runs import lockstep
 from sensor_msgs.msg import Image
 
@@ -72,8 +73,13 @@ def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, r
     assert topics.CLOCK in played_topics and front in played_topics
 
     typed: list[Image] = []
-    arrived, out = _play_to_readers(ros_lease, run.run_dir, bag, len(bag), ["--rate", str(RATE)],
-                                    lambda node: node.create_subscription(Image, front, typed.append, RECORD_QOS))
+    clock_at: list[float] = []  # when each /clock came, wall seconds
+
+    def readers(node: Node) -> None:
+        node.create_subscription(Image, front, typed.append, RECORD_QOS)
+        node.create_subscription(Clock, topics.CLOCK, lambda _m: clock_at.append(time.monotonic()), RECORD_QOS)
+
+    arrived, out = _play_to_readers(ros_lease, run.run_dir, bag, len(bag), ["--rate", str(RATE)], readers)
     got = {topic: [raw for t, raw in arrived if t == topic] for topic in played_topics}
     for topic in played_topics:  # every message, in order: the recorded bytes exactly, which the
         # transport may pad at the end to a multiple of 4 (as it does on a live run's wire)
@@ -92,6 +98,11 @@ def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, r
     assert found is not None, out
     assert (int(found[1]), int(found[2]), float(found[3])) == (len(bag), len(played_topics), 1.9)
     assert float(found[4]) >= 1.9 / RATE
+    # the pacing starts with the first message, not before the bag was opened: the first
+    # steps went out back to back to make up the time it took to read the bag's first chunk
+    assert len(clock_at) == 20
+    assert clock_at[1] - clock_at[0] >= 0.5 * 0.1 / RATE
+    assert clock_at[-1] - clock_at[0] >= 0.9 * 1.9 / RATE
 
 
 def test_a_span_of_steps_is_played_with_the_latched_messages_before_it(tmp_path, ros_lease):

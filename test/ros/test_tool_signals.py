@@ -1,5 +1,5 @@
-"""SIGTERM (a supervisor's stop, `timeout`, `kill`) ends a ROS-side tool as Ctrl-C does:
-its "interrupted" line, exit 1, never "unexpected error" from rclpy's context going away."""
+"""SIGTERM (a supervisor's stop, `timeout`, `kill`) and SIGHUP (the terminal closed) end a ROS-side tool as Ctrl-C does:
+its "interrupted" line, exit 130, never "unexpected error" from rclpy's context going away."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.mark.parametrize("tool", ["pause", "play"])
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path, tool, sig):
     exe = Path(sys.executable).with_name("simforge")
     if tool == "pause":
@@ -38,5 +38,5 @@ def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path
         proc.send_signal(sig)
         _out, err = proc.communicate(timeout=30)
     assert time.monotonic() - start < 5.0
-    assert proc.returncode == 1, err
+    assert proc.returncode == 130, err  # as a Ctrl-C anywhere else in the CLI
     assert err.strip() == f"simforge {tool}: interrupted", err
