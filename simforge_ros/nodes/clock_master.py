@@ -819,10 +819,12 @@ class ClockMaster:
             msg = Participant()
             msg.role = peer.who
             serving = self._serving_nodes(peer.client.srv_name, want=1 if peer.answered is not None else 0)
-            if len(serving) > 1:  # whichever answers first is taken: a run hangs on a race
+            # counted by the graph's servers, not by the names: a node that only shares its
+            # name with the server (a user's own node called driver) serves nothing
+            if (count := self.node.count_services(peer.client.srv_name)) > 1:
                 first = peer.answered[0] if peer.answered is not None else None
                 self.node.get_logger().warning(
-                    f"{len(serving)} nodes serve {peer.client.srv_name}: {', '.join(serving)} (the run's first "
+                    f"{count} nodes serve {peer.client.srv_name}: {', '.join(serving)} (the run's first "
                     f"answer came from pid {first}); whichever answers first is taken")
             msg.node = ", ".join(serving)
             if peer.answered is not None:
@@ -846,6 +848,10 @@ class ClockMaster:
                     continue
                 if any(srv == service for srv, _types in offered):
                     names.append(namespace.rstrip("/") + "/" + name)
+            if len(names) > self.node.count_services(service):
+                # asked by name, a node that only shares the server's name (a user's own node
+                # called driver) is credited with its service too: named once, not twice
+                names = list(set(names))
             if len(names) >= want or time.monotonic() >= wall_deadline:
                 return sorted(names)
             time.sleep(0.01)  # the graph is updated by rmw's own threads
