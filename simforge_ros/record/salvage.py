@@ -349,7 +349,7 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
         run_id = str(read_params(run / PARAMS)["clock_master"].get("run_id") or run.name)
     except RunDirError:  # no usable parameter file: the directory names the run
         run_id = run.name
-    steps = _replay(prefix, out, run_id, given)
+    steps, missing = _replay(prefix, out, run_id, given)
     kept = agree = 0
     for mine, theirs in zip_longest(steps, iter_kept_steps(run / STEPS)):  # one record of each at a time
         if theirs is not None:
@@ -367,7 +367,8 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
             shutil.copy2(source, out / name)
     return {"run": str(run), "out": str(out), "steps": len(steps), "kept_steps": kept, "agree": agree,
             "messages": prefix.messages_read, "chunks": prefix.chunks,
-            "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total}
+            "bag_bytes_read": prefix.bytes_read, "bag_bytes": prefix.bytes_total,
+            "last_step_lacks": missing}
 
 
 def _check_enough(prefix: McapPrefix, steps: int, kept: int) -> None:
@@ -457,9 +458,36 @@ def _ended(run: Path) -> dict[str, Any]:
     return {**(refusal if isinstance(refusal, dict) else {}), "why": why}
 
 
-def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -> Sequence[Mapping[str, Any]]:
+_EACH_STEP = (topics.ODOM, topics.TF, topics.GROUND_TRUTH, topics.MARKERS)
+"""Side topics the bridge publishes at every step when they are on (no chain holds them)."""
+
+
+def lacking(last: set[str], before: set[str]) -> list[str]:
+    """What the last salvaged step lacks that its own messages or the step before say it had
+    (``last`` and ``before``: the topics logged at those steps' times). Its chained records
+    and frames are complete, or it would not be a step; but a camera's info, or the
+    odometry, /tf, ground truth or markers of it, may have been in the chunk the killed
+    recorder never wrote. Played, an image without its camera info is dropped by an
+    image_transport camera subscriber or an exact-time synchroniser, without a word."""
+    missing = {t for t in _EACH_STEP if t in before and t not in last}
+    for topic in last:
+        camera = topic.rpartition("/")[0].rpartition("/")[2]
+        if topic == topics.image_topic(camera):
+            pair = topics.camera_info_topic(camera)
+        elif topic == topics.camera_info_topic(camera):
+            pair = topics.image_topic(camera)
+        else:
+            continue
+        if pair not in last:
+            missing.add(pair)
+    return sorted(missing)
+
+
+def _replay(prefix: McapPrefix, out: Path, run_id: str,
+            given: dict[str, Any]) -> tuple[Sequence[Mapping[str, Any]], list[str]]:
     """Feed the messages to a fresh recorder writing ``out``; the step records it wrote
-    (read from its steps.jsonl as they are asked for).
+    (read from its steps.jsonl as they are asked for), and what the last of them lacks
+    (lacking).
 
     Twice: a first recorder, into a scratch directory, finds how many steps the messages
     complete (N); the second is fed only what belongs to steps 0..N, the one at t(N)
@@ -478,13 +506,18 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
     from simforge_ros.isolation import environ_set, lease_domain
     from simforge_ros.nodes.recorder import Recorder
 
-    def feed(messages: Iterable[Message], into: Path, context: Any) -> tuple[int, int]:
-        """(steps completed, decision_us) after ``messages``; ``into`` gets the run."""
+    def feed(messages: Iterable[Message], into: Path, context: Any,
+             last_ns: tuple[int, int] | None = None) -> tuple[int, int, list[str]]:
+        """(steps completed, decision_us, what the last step lacks) after ``messages``;
+        ``into`` gets the run; ``last_ns``: the last step's time and the one before it."""
         rclpy.init(args=["--ros-args", "-p", f"out_dir:={into}", "-p", f"run_id:={run_id}"], context=context,
                    domain_id=lease.domain_id)
         recorder = Recorder(context)
+        seen: dict[int, set[str]] = {t_ns: set() for t_ns in last_ns or ()}
         try:
             for message in messages:
+                if message.t_ns in seen:
+                    seen[message.t_ns].add(message.topic)
                 try:
                     recorder.take(message.topic, message.data)
                 except (SerdeError, ValueError, IndexError, KeyError, struct.error) as err:
@@ -497,9 +530,12 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
             decision_us = int(last["timing"]["decision_us"]) if last is not None else 0
             detail = (f"{given.get('detail') or given['why']}; salvaged {done} steps from the "
                       f"{prefix.chunks} chunks its bag had written")
+            missing = lacking(seen[last_ns[0]], seen[last_ns[1]]) if last_ns is not None and done else []
+            if missing:
+                detail += f"; step {done - 1} lacks {', '.join(missing)} (in the chunk never written)"
             recorder.conclude(run_id, {"code": given.get("code") or "incomplete_run",
                                        "step": int(given.get("step", done)), "detail": detail}, done)
-            return done, decision_us
+            return done, decision_us, missing
         finally:
             recorder.node.destroy_node()
             rclpy.shutdown(context=context)
@@ -507,11 +543,12 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str, given: dict[str, Any]) -
     with lease_domain() as lease, environ_set({"ROS_AUTOMATIC_DISCOVERY_RANGE": "OFF",
                                                "ROS_LOG_DIR": lease.env["ROS_LOG_DIR"]}):
         with tempfile.TemporaryDirectory(prefix="simforge-salvage-") as scratch:
-            done, decision_us = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
-        last_ns = done * decision_us * 1000
+            done, decision_us, _ = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
+        step_ns = decision_us * 1000
+        last_ns = done * step_ns
         kept = (m for m in prefix.messages() if m.t_ns <= last_ns or m.topic in _WHENEVER)
-        feed(kept, out, rclpy.Context())
-    return step_records_of(out / STEPS)
+        _, _, missing = feed(kept, out, rclpy.Context(), (last_ns - step_ns, last_ns - 2 * step_ns))
+    return step_records_of(out / STEPS), missing
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -607,6 +644,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"salvaged {report['steps']} steps ({_compared(report)}) from {report['chunks']} chunks, "
               f"{report['bag_bytes_read']} of {report['bag_bytes']} bag bytes: {report['out']}")
+        if report["last_step_lacks"]:
+            print(f"step {report['steps'] - 1} lacks {', '.join(report['last_step_lacks'])}: the killed "
+                  "recorder never wrote the chunk they were in (its steps and frames are complete)")
     return 0
 
 

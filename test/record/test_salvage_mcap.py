@@ -151,3 +151,24 @@ def test_a_changed_length_in_a_chunk_is_named_not_a_traceback(tmp_path, change, 
     path.write_bytes(bytes(blob))
     with pytest.raises(BagError, match=f"{path}: the chunk at byte {chunk}{said}"):
         list(read_mcap_prefix(path).messages())
+
+
+def test_what_the_last_salvaged_step_lacks_is_named() -> None:
+    """A killed recorder's last written chunk may end between a step's image and its camera
+    info: played, the image came without it, and `verify` passed (no chain holds camera
+    infos), so salvage names what the last step lacks."""
+    from simforge_ros import topics
+    from simforge_ros.record.salvage import lacking
+
+    front, chase = topics.image_topic("front"), topics.image_topic("chase")
+    front_info, chase_info = topics.camera_info_topic("front"), topics.camera_info_topic("chase")
+    every = {topics.CLOCK, topics.STATE, front, front_info, chase, chase_info, topics.ODOM, topics.TF}
+    assert lacking(set(every), set(every)) == []
+    assert lacking(every - {front_info}, every) == [front_info]
+    assert lacking(every - {chase, topics.TF}, every) == [chase, topics.TF]
+    # a camera at half the decision rate has no frame at this step: nothing lacks
+    assert lacking(every - {chase, chase_info}, every) == []
+    # odometry that was never on is not lacking; ground truth that was on is
+    assert lacking({topics.CLOCK, topics.GROUND_TRUTH}, {topics.CLOCK}) == []
+    assert lacking({topics.CLOCK}, {topics.CLOCK, topics.GROUND_TRUTH, topics.MARKERS}) == [
+        topics.GROUND_TRUTH, topics.MARKERS]
