@@ -163,14 +163,29 @@ class SurroundPlannerNet(nn.Module):
 
 def seeded_net(cameras: int, waypoints: int, weights_seed: int) -> SurroundPlannerNet:
     """He-uniform weights from weights_seed (not the run seed); zero biases. The last layer
-    starts 10x smaller so untrained residuals are millimetres to centimetres, not metres."""
+    starts 10x smaller so untrained residuals are millimetres to centimetres, not metres.
+
+    Drawn by numpy (PCG64, in float64, then rounded), not by torch's generator: torch's
+    uniform_ and randn take a vectorised path on CPUs with AVX2 and a plain one without,
+    whose last bits differ, so the same weights_seed gave other weights (and other digests)
+    on another machine. numpy's uniform doubles are integer arithmetic on any CPU."""
     net = SurroundPlannerNet(cameras, waypoints)
-    gen = torch.Generator().manual_seed(weights_seed)
+    rng = np.random.default_rng(weights_seed)
     with torch.no_grad():
         for name, p in net.named_parameters():
             bound = 0.0 if name.endswith("bias") else math.sqrt(6.0 / p[0].numel())
-            p.uniform_(-bound, bound, generator=gen).mul_(0.1 if name == "head2.weight" else 1.0)
+            bound *= 0.1 if name == "head2.weight" else 1.0
+            p.copy_(torch.from_numpy((rng.random(tuple(p.shape)) * 2.0 - 1.0) * bound))
     return net
+
+
+def call_noise(seed: int | None, samples: int, width: int, std: float) -> torch.Tensor:
+    """The planner's sampling noise for one call, float32 (samples, width): numpy's standard
+    normal (PCG64, float64) from ``seed``, or unseeded (OS entropy) for None. Not torch.randn,
+    whose vectorised path (16 or more values, AVX2) gave other last bits than its plain one,
+    so a run with samples > 1 did not repeat on a CPU without AVX2."""
+    rng = np.random.default_rng(seed)
+    return torch.from_numpy(rng.standard_normal((samples, width)) * std).float()
 
 
 def state_dict_sha256(state: Mapping[str, torch.Tensor]) -> str:
@@ -434,12 +449,9 @@ class TorchPlanner:
         with _torch_mode(cfg.deterministic, cfg.num_threads), torch.inference_mode(), _global_rng(
             _call_seed(self._seed, obs.step, "global") if cfg.deterministic else None
         ):
-            gen = torch.Generator()
-            if cfg.deterministic:
-                gen.manual_seed(_call_seed(self._seed, obs.step))
-            else:
-                gen.seed()  # deliberately unseeded: 'off' samples differ call to call
-            noise = torch.randn((cfg.samples, self._latent_dim()), generator=gen) * cfg.sample_noise_std
+            # deliberately unseeded when not deterministic: 'off' samples differ call to call
+            seed = _call_seed(self._seed, obs.step) if cfg.deterministic else None
+            noise = call_noise(seed, cfg.samples, self._latent_dim(), cfg.sample_noise_std)
             noise = noise if cfg.samples > 1 else torch.zeros_like(noise)
             out = self.model(images, speed, noise).float().numpy().astype(np.float64)
         if out.shape != (cfg.samples, k, 2) or not np.isfinite(out).all():
@@ -482,10 +494,13 @@ class TorchPlanner:
             "frames_hw": list(self.frames_hw),
             "weights": weights,
             "num_threads": cfg.num_threads if cfg.deterministic else "torch default",
-            "seed_handling": f"weights from weights_seed; per call a {seeding} torch.Generator"
+            "seed_handling": f"weights from weights_seed; per call {seeding} noise (numpy PCG64)"
                              + (", and torch's global generator seeded alike" if cfg.deterministic else ""),
             "tracker": asdict(TRACKER),
             "torch_version": torch.__version__,
+            # the kernels torch runs a model with (AVX512, AVX2, DEFAULT): a user's model that
+            # draws from torch's generator, or sums in another order, may differ across them
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         }
 
 

@@ -207,6 +207,11 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     torch = _at(versions, "packages").get("torch")
     if torch:
         shown.append(f"torch {torch}")
+    cpu = _at(versions, "cpu")
+    if cpu.get("machine"):
+        simd = cpu.get("simd")
+        levels = f" ({'/'.join(map(str, simd))})" if isinstance(simd, list) and simd else ""
+        shown.append(f"on {cpu['machine']}{levels}")
     if shown:
         lines.append(f"versions   {', '.join(shown)}")
     return lines

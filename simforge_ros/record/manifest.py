@@ -31,8 +31,21 @@ def canonical_sha256(value: Any) -> str:
     return hashlib.sha256(encode(value)).hexdigest()
 
 
+def cpu() -> dict[str, Any]:
+    """The machine's architecture and the vector instruction levels numpy found on it. The
+    same wheels can compute other last bits on another CPU (torch's kernels for AVX2 and
+    without it did, for its generators): two runs that part at their first step on two
+    machines are then told apart by this (``diff``'s "set up differently")."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_features__ as features
+    except ImportError:  # numpy's private module moved: the architecture alone
+        features = {}
+    levels = ("X86_V2", "X86_V3", "X86_V4", "ASIMD", "SVE", "VSX", "VX")
+    return {"machine": platform.machine(), "simd": [level for level in levels if features.get(level)]}
+
+
 def versions() -> dict[str, Any]:
-    """Package, Python, numpy, rclpy and every ROS wheel in this environment."""
+    """Package, Python, numpy, rclpy and every ROS wheel in this environment, and its CPU."""
     ros = {}
     for dist in importlib.metadata.distributions():
         name = dist.metadata["Name"] or ""
@@ -44,6 +57,7 @@ def versions() -> dict[str, Any]:
         "numpy": numpy.__version__,
         "rclpy": ros.get("ros-rclpy", "unknown"),
         "packages": dict(sorted(ros.items())),
+        "cpu": cpu(),
     }
 
 

@@ -7,6 +7,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import pickle
 import struct
 import subprocess
@@ -360,7 +361,7 @@ def test_describe_is_json_and_names_every_option() -> None:
     assert desc["name"] == "torch" and desc["cameras"] == ["front", "left", "rear", "right"]
     for key in ("planning_period_us", "waypoints", "waypoint_dt_us", "deterministic", "samples",
                 "sample_reduce", "dtype", "weights_seed", "weights_path", "num_threads",
-                "seed_handling", "frames_hw", "torch_version"):  # fmt: skip
+                "seed_handling", "frames_hw", "torch_version", "torch_cpu_capability"):  # fmt: skip
         assert key in desc
     assert desc["weights"] == {"kind": "seeded", "sha256": planner.weights_sha256}
 
@@ -424,3 +425,30 @@ def test_a_policy_that_needs_frames_late_is_caught_only_within_the_horizon():
 
     assert first_step_without_frames(Late(), 7) is None  # past FRAME_CHECK_STEPS: refused when it comes
     assert first_step_without_frames(Late(), 7, horizon=200_001) == 200_000
+
+
+_DRAWS = """
+import hashlib, torch
+from simforge_ros.drivers.torch_planner import TorchPlanner, TorchPlannerConfig, call_noise
+print(torch.backends.cpu.get_cpu_capability())
+print(TorchPlanner(TorchPlannerConfig()).weights_sha256)
+print(hashlib.sha256(call_noise(7, 4, 129, 0.5).numpy().tobytes()).hexdigest())
+"""
+
+
+def test_seeded_weights_and_noise_do_not_depend_on_torchs_cpu_kernels() -> None:
+    """torch's uniform_ and randn take a vectorised path with AVX2 and a plain one without,
+    whose last bits differ: the default seeded weights, and the noise of samples > 1, were
+    other numbers on a CPU without AVX2 (ATEN_CPU_CAPABILITY=default stands in for one), and
+    a run repeated on it did not repeat."""
+    said = {}
+    for capability in ("default", ""):
+        env = {k: v for k, v in os.environ.items() if k != "ATEN_CPU_CAPABILITY"}
+        if capability:
+            env["ATEN_CPU_CAPABILITY"] = capability
+        out = subprocess.run([sys.executable, "-c", _DRAWS], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        kernels, weights, noise = out.stdout.split()
+        said[kernels] = (weights, noise)
+    assert "DEFAULT" in said
+    assert len(set(said.values())) == 1, said

@@ -134,4 +134,8 @@ def test_a_hand_edited_manifest_is_described_as_far_as_it_can_be(make_run, capsy
     assert main([str(run)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "driver     ?" in out and "versions   python 3.11" in out
+    manifest["versions"] = {"python": "3.11", "cpu": {"machine": "aarch64", "simd": ["ASIMD"]}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(run)]) == 0
+    assert "versions   python 3.11, on aarch64 (ASIMD)" in capsys.readouterr().out.splitlines()
     assert any(line.startswith("wall       1970-01-01 00:00:00 UTC, 1.0 s; a step: median ?") for line in out)
