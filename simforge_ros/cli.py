@@ -454,18 +454,28 @@ def _scenarios(_args: argparse.Namespace) -> int:
 
 
 def version_line() -> str:
-    """This package's, the engine's and rclpy's versions: a run's digests depend on all three
-    (its manifest records them and every other library's)."""
+    """The versions a run's digests depend on: this package's, the engine's, rclpy's,
+    numpy's (the engine and the renderer compute with it) and torch's (the torch planner),
+    and the machine's (the manifest records these and every other library's)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    import numpy
 
     import simforge_ros
     from simforge_ros.engine.world import ENGINE_VERSION
+    from simforge_ros.record.manifest import cpu
 
-    try:
-        rclpy_version = version("ros-rclpy")
-    except PackageNotFoundError:  # a ROS 2 install from a distribution, not the PyPI wheels
-        rclpy_version = "from the ROS 2 install"
-    return f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, rclpy {rclpy_version})"
+    def installed(dist: str, otherwise: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return otherwise
+
+    rclpy_version = installed("ros-rclpy", "from the ROS 2 install")  # a distribution's ROS 2, not the PyPI wheels
+    machine = cpu()
+    levels = f" ({'/'.join(machine['simd'])})" if machine["simd"] else ""
+    return (f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, rclpy {rclpy_version}, "
+            f"numpy {numpy.__version__}, torch {installed('torch', 'not installed')}; {machine['machine']}{levels})")
 
 
 class _Version(argparse.Action):

@@ -56,16 +56,22 @@ def test_the_driver_choices_are_the_policies_and_external():
     assert (*POLICIES, EXTERNAL) == DRIVERS
 
 
-def test_version_names_the_package_the_engine_and_rclpy(capsys):
+def test_version_names_what_the_digests_depend_on(capsys):
+    """The package, the engine, rclpy, numpy (the engine's and the renderer's arithmetic),
+    torch (the planner) and the machine: numpy and torch were left out."""
     import importlib.metadata
+    import platform
+
+    import numpy
 
     import simforge_ros
     from simforge_ros.engine.world import ENGINE_VERSION
 
     assert _exit_code(["--version"]) == 0
     out = capsys.readouterr().out.strip()
-    assert out == (f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, "
-                   f"rclpy {importlib.metadata.version('ros-rclpy')})")
+    assert out.startswith(f"simforge_ros {simforge_ros.__version__} ({ENGINE_VERSION}, "
+                          f"rclpy {importlib.metadata.version('ros-rclpy')}, numpy {numpy.__version__}, "
+                          f"torch {importlib.metadata.version('torch')}; {platform.machine()}"), out
 
 
 def _result(run_id: str, chain: str = "c" * 64, frames: str | None = "f" * 64, code: str | None = None):
