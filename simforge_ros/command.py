@@ -14,6 +14,9 @@ INTERRUPTED = 130  # 128 + SIGINT, as the CLI's own "interrupted" exit
 
 def main() -> int:
     try:
+        from simforge_ros.process_tuning import tolerate_dependency_warnings
+
+        tolerate_dependency_warnings()  # the tools that read bags build ROS messages too
         from simforge_ros.cli import main as cli_main
     except KeyboardInterrupt:
         print("simforge: interrupted", file=sys.stderr)
