@@ -549,8 +549,10 @@ class ClockMaster:
             response.message = "running"
         elif self._last_step is not None:
             response.message = f"paused after the last step ({self._last_step}): resuming ends the run"
-        else:  # step 0 (the reset) is never held: a pause before it holds step 1
-            response.message = f"paused before step {max(self._step + 1, 1)}"
+        elif self._step < 0:  # step 0 (the reset) is never held: a pause before it holds step 1
+            response.message = "paused before step 1 (the run has not started yet: it waits for its participants)"
+        else:
+            response.message = f"paused before step {self._step + 1}"
         self.node.get_logger().info(f"{topics.PAUSE_SERVICE}: {response.message}")
         return response
 

@@ -176,6 +176,20 @@ def _recorded(out: Path) -> int:
     return found[0].read_text().count("\n") if found else 0
 
 
+def test_a_pause_before_the_run_starts_says_it_waits_for_its_participants(tmp_path):
+    """A run waiting for an external driver answered "paused before step 1", as if it had
+    got that far; the hold still comes before step 1, once the run starts."""
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        with _simforge_run("right_turn", "--driver", "external", "--set", "clock_master.startup_timeout_ms=20000",
+                           "--out", str(tmp_path / "runs"), env=env) as run:
+            held = _simforge("pause", "--wait-s", "60", env=env)
+            assert held.returncode == 0, held.stderr
+            assert held.stdout.strip() == (
+                "paused before step 1 (the run has not started yet: it waits for its participants)")
+            run.kill()
+
+
 def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
     """What a user without ros2cli (the PyPI wheels) types instead of `ros2 service call`."""
     with lease_domain(tmp_path / "lease") as lease:
