@@ -43,7 +43,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.command import INTERRUPTED
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError, where
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.core.yaml_file import load_rcl_value
@@ -410,7 +410,7 @@ def _report(args: argparse.Namespace, spec: RunSpec, result: RunResult, hold_at:
         print(json.dumps(result.to_dict(), sort_keys=True), flush=True)
     else:
         refusal = result.refusal
-        status = "counted" if refusal is None else f"refused:{refusal['code']} at step {refusal['step']}"
+        status = "counted" if refusal is None else f"refused:{refusal['code']} {where(refusal['step'])}"
         frames = f"  frames={result.frames_digest[:16]}" if result.frames_digest else ""
         chain = result.chain_digest[:16] or "none"  # the recorder chained nothing
         print(f"{result.run_id}  steps={result.steps}  chain={chain}{frames}  {status}", flush=True)

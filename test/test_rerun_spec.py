@@ -141,7 +141,7 @@ def test_an_outcome_without_a_chain_says_so() -> None:
 
     assert _outcome(None, 220, "ab" * 32) == f"counted, 220 steps, chain {'ab' * 8}"
     aborted = {"code": "aborted", "step": -1}
-    assert _outcome(aborted, 0, "") == "refused:aborted at step -1, 0 steps, chain none"
+    assert _outcome(aborted, 0, "") == "refused:aborted before step 0, 0 steps, chain none"
 
 
 def test_a_frame_wait_the_clock_master_would_not_outwait_is_named() -> None:

@@ -138,8 +138,13 @@ class Refusal(SimforgeError):
         return {"code": self.code, "step": self.step, "detail": self.detail}
 
     def __str__(self) -> str:
-        where = "before step 0" if self.step < 0 else f"at step {self.step}"
-        return f"{self.code} {where}: {self.detail}"
+        return f"{self.code} {where(self.step)}: {self.detail}"
+
+
+def where(step: object) -> str:
+    """Where a run was refused, in words: "at step K", or "before step 0" for a refusal
+    before any step (its manifest's step -1)."""
+    return "before step 0" if isinstance(step, int) and step < 0 else f"at step {step}"
 
 
 class TimeDrift(Refusal):

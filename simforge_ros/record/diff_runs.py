@@ -27,6 +27,7 @@ from simforge_ros.core.errors import (
     SimforgeError,
     StaleFrame,
     TimeDrift,
+    where,
 )
 from simforge_ros.record.rundir import MANIFEST, RunDir, load_run, step_records
 from simforge_ros.record.side_digests import SIDE_DIGESTS
@@ -101,7 +102,7 @@ def ending(refusal: object, status: object = "counted") -> str:
     at step N" (diff, spread and rerun say it so)."""
     if not isinstance(refusal, Mapping):
         return str(status)
-    return f"refused:{refusal.get('code')} at step {refusal.get('step')}"
+    return f"refused:{refusal.get('code')} {where(refusal.get('step'))}"
 
 
 def outcome(manifest: Mapping[str, Any]) -> str:

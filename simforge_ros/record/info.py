@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import EXIT_USAGE, SimforgeError, one_line
+from simforge_ros.core.errors import EXIT_USAGE, SimforgeError, one_line, where
 from simforge_ros.record.bag import bag_index
 from simforge_ros.record.rundir import RunDir, layout_of, load_run
 from simforge_ros.tools import parse, say
@@ -146,7 +146,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     """The lines `simforge info` prints."""
     refusal = info["refusal"]
     status = f"counted, {info['steps']} steps" if refusal is None else (
-        f"refused: {refusal.get('code')} at step {refusal.get('step')}; {info['steps']} steps recorded")
+        f"refused: {refusal.get('code')} {where(refusal.get('step'))}; {info['steps']} steps recorded")
     if info.get("steps_asked") is not None:
         status += f" (--steps {info['steps_asked']})"
     bridge, contract = info["bridge"], info["contract"]

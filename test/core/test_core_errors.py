@@ -120,3 +120,14 @@ def test_one_line_keeps_a_long_messages_start_and_end() -> None:
     assert "\n" not in flat and len(flat) <= 120
     assert flat.startswith("The following operation failed") and flat.endswith("RuntimeError: boom")
     assert " ... " in flat
+
+
+def test_a_refusal_before_any_step_is_said_before_step_0() -> None:
+    """Its manifest keeps step -1; the run's line, info, diff and rerun said "at step -1"."""
+    from simforge_ros.core.errors import ParticipantTimeout, where
+    from simforge_ros.record.diff_runs import ending
+
+    assert where(-1) == "before step 0" and where(0) == "at step 0" and where(None) == "at step None"
+    assert str(ParticipantTimeout(-1, "no driver")) == "participant_timeout before step 0: no driver"
+    assert ending({"code": "participant_timeout", "step": -1}) == "refused:participant_timeout before step 0"
+    assert ending({"code": "aborted", "step": 4}) == "refused:aborted at step 4"
