@@ -148,6 +148,25 @@ def non_finite(action: Action) -> str | None:
     return next((f"{name} {value}" for name, value in named if not math.isfinite(value)), None)
 
 
+def plan_problem(action: Action, step: int) -> str | None:
+    """What is wrong with ``action``'s plan for a decision at ``step``, or None. The plan is
+    recorded and hashed with the action, and a replay or an analysis reads it as the driver's
+    intent: a plan made at a later step than its own, waypoints not strictly later than the
+    one before (dt_us is time after the plan's step), or waypoints without a plan were
+    counted without a word."""
+    if not action.has_plan:
+        return f"{len(action.trajectory)} waypoints without a plan (has_plan false)" if action.trajectory else None
+    if action.plan_step > step:
+        return f"a plan made at step {action.plan_step}, after the step it was given at"
+    last = 0
+    for i, point in enumerate(action.trajectory):
+        if point.dt_us <= last:
+            return (f"trajectory[{i}].dt_us {point.dt_us} is not after "
+                    + (f"trajectory[{i - 1}]'s {last}" if i else "the plan's step (0)"))
+        last = point.dt_us
+    return None
+
+
 def run_lockstep(
     config: LoopConfig,
     participants: Participants,
@@ -210,6 +229,8 @@ def run_lockstep(
             # refused as the driver's, at its step: not by the bridge's engine a step later,
             # nor kept in a plan (a NaN's bits are hashed; steps.jsonl's JSON keeps no NaN's)
             raise ParticipantError(k, f"driver answered a non-finite action ({where})")
+        if (wrong := plan_problem(action, k)) is not None:
+            raise ParticipantError(k, f"driver answered {wrong}")
         applied = delay.push(k, t_us, action)
         timing = TimingRecord(
             step=k, t_us=t_us, engine_t_us=obs.engine_t_us, decision_us=decision_us,

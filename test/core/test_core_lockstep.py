@@ -133,9 +133,9 @@ def test_a_plan_past_the_most_points_is_refused_as_the_drivers_at_its_step() -> 
     end, blaming the recorder, while its manifest said counted."""
     from simforge_ros.core.lockstep import MAX_PLAN_POINTS
 
-    point = TrajectoryPoint(100_000, 1.0, 0.0)
+    plan = tuple(TrajectoryPoint(100_000 * (i + 1), 1.0, 0.0) for i in range(MAX_PLAN_POINTS + 1))
     for points, refused in ((MAX_PLAN_POINTS, False), (MAX_PLAN_POINTS + 1, True)):
-        participants = Direct({3: lambda a, n=points: dataclasses.replace(a, has_plan=True, trajectory=(point,) * n)})
+        participants = Direct({3: lambda a, n=points: dataclasses.replace(a, has_plan=True, trajectory=plan[:n])})
         progress = LoopProgress()
         if not refused:
             run_lockstep(LoopConfig(steps=5), participants, Sink(), progress=progress)
@@ -145,6 +145,32 @@ def test_a_plan_past_the_most_points_is_refused_as_the_drivers_at_its_step() -> 
             run_lockstep(LoopConfig(steps=5), participants, Sink(), progress=progress)
         assert info.value.step == 3
         assert info.value.detail == f"driver answered a plan of {points} points (at most {MAX_PLAN_POINTS})"
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (lambda a: dataclasses.replace(a, has_plan=True, plan_step=6),
+     "a plan made at step 6, after the step it was given at"),
+    (lambda a: dataclasses.replace(a, trajectory=(TrajectoryPoint(100_000, 1.0, 0.0),)),
+     "1 waypoints without a plan (has_plan false)"),
+    (lambda a: dataclasses.replace(a, has_plan=True, trajectory=(TrajectoryPoint(-5, 1.0, 0.0),)),
+     "trajectory[0].dt_us -5 is not after the plan's step (0)"),
+    (lambda a: dataclasses.replace(a, has_plan=True, trajectory=(
+        TrajectoryPoint(100_000, 1.0, 0.0), TrajectoryPoint(100_000, 2.0, 0.0))),
+     "trajectory[1].dt_us 100000 is not after trajectory[0]'s 100000"),
+])
+def test_a_plan_that_cannot_be_is_refused_as_the_drivers_at_its_step(edit, said) -> None:
+    """An ECU's plan made at a future step, with waypoints going back in time, or waypoints
+    without a plan, was recorded and hashed as its intent, and the run counted."""
+    participants, progress = Direct({5: edit}), LoopProgress()
+    with pytest.raises(ParticipantError) as info:
+        run_lockstep(LoopConfig(steps=10), participants, Sink(), progress=progress)
+    assert (info.value.step, info.value.detail) == (5, f"driver answered {said}")
+    assert progress.steps_done == 5
+    # a plan made earlier and still followed, and one made now, are the driver's to give
+    for plan_step in (0, 5):
+        kept = Direct({5: lambda a, s=plan_step: dataclasses.replace(a, has_plan=True, plan_step=s, trajectory=(
+            TrajectoryPoint(100_000, 1.0, 0.0), TrajectoryPoint(200_000, 2.0, 0.0)))})
+        assert run_lockstep(LoopConfig(steps=10), kept, Sink()).steps_done == 10
 
 
 def test_an_answer_for_another_step_is_refused() -> None:
