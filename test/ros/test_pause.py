@@ -145,6 +145,8 @@ def test_a_run_held_on_pause_stays_at_its_step_and_repeats_a_run_never_held(tmp_
     # kept with the run, apart from every digest: its wall time is not read as slow steps
     wall = manifest_of(held)["wall"]
     assert (wall["held_ns"], wall["paced_ns"]) == (held.wall["held_ns"], held.wall["paced_ns"])
+    # nor in any step's time: a 22 s hold made a run's p99 and largest step 6.7 s
+    assert wall["step_ns"]["max"] < HELD_S * 1e9 / 2 and held.wall["max_ns"] < HELD_S * 1e9 / 2, wall
     info = simforge("info", held.run_dir, cwd=tmp_path)
     assert f"; held {wall['held_ns'] / 1e9:.1f} s of it;" in info.stdout, info.stdout
     assert "; paced " in info.stdout and "; paced " not in simforge("info", reference.run_dir, cwd=tmp_path).stdout
