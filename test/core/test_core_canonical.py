@@ -12,11 +12,31 @@ import pytest
 from simforge_ros.core.canonical import MAGIC, encode, feed, strip_wall, to_plain
 from simforge_ros.core.values import Action, FrameStamp, Pose2D, TrajectoryPoint
 
+_ENCODED_ELSEWHERE = """
+import sys
+from simforge_ros.core.canonical import encode
+value = {"b": [1, 2.5, None, True, "é"], "a": b"\\x00\\xff", "c": {"z": -1, "y": 2**64 - 1}, "d": {"q": 1, "pq": 3}}
+sys.stdout.write(encode(value).hex())
+"""
 
-def test_determinism_and_versioned_prefix() -> None:
-    value = {"b": [1, 2.5, None, True, "é"], "a": b"\x00\xff", "c": {"z": -1, "y": 2**64 - 1}}
-    assert encode(value) == encode(value)
+
+def test_the_same_value_encodes_to_the_same_bytes_in_every_process() -> None:
+    """Compared within one process, an encoding that ordered keys or set members by
+    Python's string hash (seeded per process) passed: each process is asked here, with
+    different hash seeds."""
+    import os
+    import subprocess
+    import sys
+
+    value = {"b": [1, 2.5, None, True, "é"], "a": b"\x00\xff", "c": {"z": -1, "y": 2**64 - 1}, "d": {"q": 1, "pq": 3}}
     assert encode(value).startswith(MAGIC)
+    seen = {encode(value).hex()}
+    for seed in ("1", "2", "3"):
+        out = subprocess.run([sys.executable, "-c", _ENCODED_ELSEWHERE], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert out.returncode == 0, out.stderr
+        seen.add(out.stdout)
+    assert len(seen) == 1, seen
 
 
 def test_key_order_does_not_matter() -> None:

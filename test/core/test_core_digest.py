@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import time
 
 import numpy as np
 import pytest
@@ -111,17 +110,3 @@ def test_frames_chain() -> None:
     assert chain.hexdigest == d2 and chain.steps == 2 and chain.last_step == 2
     with pytest.raises(ValueError):
         chain.add(2, {})
-
-
-def test_frame_hash_throughput_is_printed_not_asserted() -> None:
-    frame = np.random.default_rng(0).integers(0, 256, size=700_000, dtype=np.uint8)
-    n = 20
-    t0 = time.perf_counter()
-    for _ in range(n):
-        hashlib.sha256(frame).digest()
-    raw_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    for _ in range(n):
-        frame_hash("rgb8", 700, 333, 2100, frame)
-    ours_s = time.perf_counter() - t0
-    print(f"frame_hash throughput: {raw_s / ours_s:.0%} of raw hashlib.sha256")

@@ -163,11 +163,29 @@ def rig(dx_m: float, dyaw_deg: float) -> Pose2D:
     return Pose2D(POSE.x_m + dx_m, POSE.y_m, POSE.yaw_rad + math.radians(dyaw_deg))
 
 
-def test_pose_tolerance_trips_on_5_4_mm_and_0_134_deg() -> None:
+def test_pose_tolerance_trips_on_a_5_4_mm_0_134_deg_offset_by_its_yaw_and_names_both() -> None:
+    """5.4 mm is within the 10 mm tolerance; 0.134 deg is past the 0.1 deg one."""
     c = contract()
     with pytest.raises(PoseTolerance) as info:
         check_observation(c, 2, c.t_us(2), POSE, frames(c, 2, pose=rig(0.0054, 0.134)))
     assert info.value.step == 2 and "0.0054 m" in info.value.detail and "0.134 deg" in info.value.detail
+
+
+@pytest.mark.parametrize("which", ["distance", "yaw"])
+def test_a_pose_error_equal_to_its_tolerance_passes_and_one_past_it_trips(which: str) -> None:
+    """The tolerance is the largest error allowed: exactly at it is within (each alone, the
+    other error 0)."""
+    from simforge_ros.core.timing_contract import pose_error
+
+    state = Pose2D(0.0, 0.0, 0.0)
+    at = Pose2D(0.0075, 0.0, 0.0) if which == "distance" else Pose2D(0.0, 0.0, 0.0013)
+    past = Pose2D(0.0075 + 1e-12, 0.0, 0.0) if which == "distance" else Pose2D(0.0, 0.0, 0.0013 + 1e-12)
+    dist_m, yaw_deg = pose_error(state, at)
+    c = contract(pose_tolerance_m=dist_m if which == "distance" else 1.0,
+                 pose_tolerance_deg=yaw_deg if which == "yaw" else 1.0)
+    check_observation(c, 0, 0, state, frames(c, 0, pose=at))
+    with pytest.raises(PoseTolerance):
+        check_observation(c, 0, 0, state, frames(c, 0, pose=past))
 
 
 def test_pose_tolerance_passes_5_mm_and_0_05_deg() -> None:

@@ -166,17 +166,17 @@ def test_a_kept_steps_jsonl_that_verify_rejects_is_named_not_salvaged(killed, ed
 def _as_a_reader_without_rights(run: Path, unreadable: Path) -> list[str]:
     """The command prefix that runs a program unable to read ``unreadable`` (mode 000): none
     for a user, and for root (which reads any file) setpriv dropping the capabilities that
-    let it; the test is skipped where neither makes the file unreadable."""
+    let it; the test fails where neither makes the file unreadable (a skip passed CI)."""
     prefix: list[str] = []
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
-            pytest.skip("running as root without setpriv: no file can be made unreadable")
+            pytest.fail("running as root without setpriv: no file can be made unreadable")
         drop = "-dac_override,-dac_read_search"
         prefix = [setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}"]
     probe = [*prefix, "ls", str(unreadable)] if unreadable.is_dir() else [*prefix, "cat", str(unreadable)]
     if subprocess.run(probe, capture_output=True, cwd=run.parent).returncode == 0:
-        pytest.skip(f"{unreadable} (mode 000) is still readable here: capabilities cannot be dropped")
+        pytest.fail(f"{unreadable} (mode 000) is still readable here: capabilities cannot be dropped")
     return prefix
 
 
