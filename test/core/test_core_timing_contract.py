@@ -232,3 +232,22 @@ def test_a_pose_just_past_the_tolerance_is_said_with_the_digits_that_show_it() -
     shown = info.value.detail.split("was rendered ")[1].split(" m and")[0]
     assert float(shown) > c.pose_tolerance_m  # all its digits: not "0.01"
     assert " 0 deg away" in info.value.detail
+
+
+@pytest.mark.parametrize(("kw", "accepted"), [
+    ({"decision_us": 0}, False), ({"decision_us": 1, "tick_us": 1}, True),
+    ({"tick_us": 0}, False), ({"camera_period_us": 0}, True), ({"camera_period_us": -1}, False),
+    ({"latency_us": 0}, True), ({"latency_us": -1}, False),
+    ({"pose_tolerance_m": 0.0}, True), ({"pose_tolerance_m": -1e-300}, False),
+    ({"pose_tolerance_deg": 0.0}, True), ({"pose_tolerance_deg": -1e-300}, False),
+])
+def test_each_bound_of_the_contract_is_where_it_says(kw: dict, accepted: bool) -> None:
+    """Every bound at its edge: periods of 0 (not > 0) refused, a camera period or latency of
+    0 (every step, none) taken, a tolerance of 0 (an exact pose) taken, one below it not."""
+    args = {"decision_us": 100_000, "tick_us": 10_000, "camera_period_us": 200_000, "cameras": ("front",), **kw}
+    if accepted:
+        build_contract(**args)
+    else:
+        with pytest.raises((RateNotMultiple, ConfigError)):
+            build_contract(**args)
+
