@@ -5,12 +5,16 @@ recorded again only after the pair has separated for at least one tick.
 
 harness_fault rule (decided at the first overlapping tick, from the velocities then):
   * contacts between two scripted actors are always harness faults (authored data);
-  * an ego contact is a harness fault when the ego is (nearly) stopped,
-    ego speed < EGO_STOPPED_MPS (0.1 m/s), or when the other actor is faster than the ego AND
-    closes faster than the ego does. Closing speed of a body is the component of its
-    velocity along the line from its centre to the other body's centre.
-So traffic rear-ending a slower ego is the harness's fault; the ego driving into a stopped or
-slower actor, or cutting across a crossing actor's path faster than it closes, is the ego's.
+  * an ego contact with the ego (nearly) stopped, ego speed < EGO_STOPPED_MPS (0.1 m/s), is a
+    harness fault unless the ego closes faster than the other actor does (an ego creeping
+    into a parked van was the harness's fault: a van that never moved caused nothing); a
+    pair placed overlapping, neither moving, is the scenario's, so the harness's;
+  * otherwise, when the other actor is faster than the ego AND closes faster than the ego
+    does. Closing speed of a body is the component of its velocity along the line from its
+    centre to the other body's centre.
+So traffic rear-ending a slower or stopped ego is the harness's fault; the ego driving into a
+stopped or slower actor, however slowly, or cutting across a crossing actor's path faster
+than it closes, is the ego's.
 """
 
 from __future__ import annotations
@@ -38,16 +42,16 @@ class Body:
 def is_harness_fault(ego: Body, other: Body) -> bool:
     """The blame rule in the module docstring, for a contact between the ego and ``other``."""
     ego_speed = math.hypot(ego.vx_mps, ego.vy_mps)
-    if ego_speed < EGO_STOPPED_MPS:
-        return True
     other_speed = math.hypot(other.vx_mps, other.vy_mps)
     dx = ego.box.x_m - other.box.x_m
     dy = ego.box.y_m - other.box.y_m
     dist = math.hypot(dx, dy)
     if dist == 0.0:
-        return other_speed > ego_speed
+        return ego_speed < EGO_STOPPED_MPS or other_speed > ego_speed
     other_closing = (other.vx_mps * dx + other.vy_mps * dy) / dist
     ego_closing = -(ego.vx_mps * dx + ego.vy_mps * dy) / dist
+    if ego_speed < EGO_STOPPED_MPS:
+        return ego_closing <= other_closing
     return other_speed > ego_speed and other_closing > ego_closing
 
 

@@ -90,7 +90,12 @@ def test_blame_rule():
     assert is_harness_fault(slow_ego, Body("t", behind, 8.0, 0.0))  # rear-ended by faster traffic
     assert not is_harness_fault(fast_ego, Body("t", ahead, 2.0, 0.0))  # ego runs into slower car
     assert not is_harness_fault(fast_ego, Body("t", ahead, 0.0, 0.0))  # ego runs into a stopped car
-    assert is_harness_fault(Body("ego", box_ego, 0.05, 0.0), Body("t", ahead, 0.0, 0.0))  # ego stopped
+    # the ego creeping into a parked car is the ego's: the car caused nothing (it was the
+    # harness's, as a (nearly) stopped ego's every contact was)
+    assert not is_harness_fault(Body("ego", box_ego, 0.05, 0.0), Body("t", ahead, 0.0, 0.0))
+    assert is_harness_fault(Body("ego", box_ego, 0.0, 0.0), Body("t", ahead, 0.0, 0.0))  # placed so
+    assert is_harness_fault(Body("ego", box_ego, 0.05, 0.0), Body("t", behind, 0.5, 0.0))  # nudged from behind
+    assert is_harness_fault(Body("ego", box_ego, -0.05, 0.0), Body("t", ahead, 0.0, 0.0))  # creeping away
     side = Box(0.0, 2.5, -math.pi / 2, 4.5, 1.9)
     assert is_harness_fault(slow_ego, Body("t", side, 0.0, -6.0))  # fast cross traffic into ego's side
     assert not is_harness_fault(fast_ego, Body("t", side, 0.0, 0.0))
