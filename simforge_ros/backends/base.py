@@ -36,6 +36,11 @@ class BackendInfo:
     """The contacts of tick 0: pairs that overlap as the scenario is placed (the bridge
     reports them at step 0; before, they were dropped, and a pair that stayed overlapped
     was never reported at all)."""
+    code_sha256: str = ""
+    """SHA-256 of the simulator's own code where it runs in this package (the embedded
+    engine's sources, engine.code_sha256), "" where it does not (a CARLA server: its
+    ``version``). An engine changed under the same version string was not named by
+    ``diff``'s setup differences."""
 
 
 class RenderedFrame:

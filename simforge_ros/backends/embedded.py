@@ -17,6 +17,7 @@ from simforge_ros.engine import (
     intrinsics,
     load_scenario,
 )
+from simforge_ros.engine.world import code_sha256
 
 
 class EmbeddedBackend:
@@ -47,6 +48,7 @@ class EmbeddedBackend:
             duration_us=self._scenario.duration_us,
             version=ENGINE_VERSION,
             contacts=self._engine.contacts,
+            code_sha256=code_sha256(),
         )
 
     def time_us(self) -> int:

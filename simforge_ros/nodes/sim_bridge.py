@@ -275,7 +275,7 @@ class SimBridge:
             assert info is not None
             publish_node_params(self.node, NAME + "/backend", {
                 "scenario": info.scenario, "scenario_sha256": info.scenario_sha256,
-                "engine_version": info.version, "tick_us": info.tick_us,
+                "engine_version": info.version, "engine_sha256": info.code_sha256, "tick_us": info.tick_us,
             }, pub=self._params_pub)  # the writer the recorder matched before step 0
         state = convert.state_msg(observation.state)
         # odometry and /tf go out with the frames, after the answer when they do

@@ -89,6 +89,7 @@ def setup_of(nodes: Mapping[str, Any]) -> dict[str, Any]:
             "weights": (policy.get("weights") or {}).get("sha256") if isinstance(policy, dict) else None,
             "scenario_file": backend.get("scenario_sha256"),
             "engine_version": backend.get("engine_version"),
+            "engine": backend.get("engine_sha256") or None,  # "" where the simulator is not ours (CARLA)
             "bridge": canonical_sha256(bridge) if bridge else None,
         },
     }

@@ -143,6 +143,14 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
     assert manifest["seed"] == 7 and manifest["scenario"] == "right_turn"
     assert manifest["digests"]["scenario_file"] and manifest["digests"]["driver_config"]
     assert manifest["digests"]["engine_version"].startswith("simforge-engine/")
+    # and the engine's code itself: one changed under the same version string was not named
+    import hashlib
+
+    from simforge_ros.engine import world
+    sources = sorted(Path(world.__file__).parent.glob("*.py"))
+    assert len(sources) > 10
+    want = hashlib.sha256(b"".join(p.name.encode() + b"\0" + p.read_bytes() + b"\0" for p in sources)).hexdigest()
+    assert manifest["digests"]["engine"] == want
     assert manifest["versions"]["rclpy"] and manifest["versions"]["numpy"]
     assert set(manifest["nodes"]) >= {"clock_master", "sim_bridge", "driver", "recorder"}
     assert manifest["nodes"]["clock_master"]["params"]["decision_us"] == 100_000
