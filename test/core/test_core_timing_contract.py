@@ -179,7 +179,7 @@ def test_a_pose_error_equal_to_its_tolerance_passes_and_one_past_it_trips(which:
 
     state = Pose2D(0.0, 0.0, 0.0)
     at = Pose2D(0.0075, 0.0, 0.0) if which == "distance" else Pose2D(0.0, 0.0, 0.0013)
-    past = Pose2D(0.0075 + 1e-12, 0.0, 0.0) if which == "distance" else Pose2D(0.0, 0.0, 0.0013 + 1e-12)
+    past = Pose2D(0.0075 + 1e-8, 0.0, 0.0) if which == "distance" else Pose2D(0.0, 0.0, 0.0013 + 1e-8)
     dist_m, yaw_deg = pose_error(state, at)
     c = contract(pose_tolerance_m=dist_m if which == "distance" else 1.0,
                  pose_tolerance_deg=yaw_deg if which == "yaw" else 1.0)
@@ -226,7 +226,7 @@ def test_a_pose_just_past_the_tolerance_is_said_with_the_digits_that_show_it() -
     """An audit's refusal read "rendered 0.01 m ... away (tolerance 0.01 m)": 6 digits
     rounded 0.010000000000001563 down to the tolerance it was past."""
     c = contract()
-    just_past = c.pose_tolerance_m + 1e-15
+    just_past = c.pose_tolerance_m + 1e-8
     with pytest.raises(PoseTolerance) as info:
         check_observation(c, 2, c.t_us(2), POSE, frames(c, 2, pose=rig(just_past, 0.0)))
     shown = info.value.detail.split("was rendered ")[1].split(" m and")[0]
@@ -251,3 +251,21 @@ def test_each_bound_of_the_contract_is_where_it_says(kw: dict, accepted: bool) -
         with pytest.raises((RateNotMultiple, ConfigError)):
             build_contract(**args)
 
+
+
+def test_an_offset_of_exactly_the_tolerance_passes_wherever_the_car_is() -> None:
+    """A rig offset of exactly 0.01 m was 0.010000000000001563 m in the map frame at one
+    step and refused there, within it at others: the guard passes its floats' rounding."""
+    c = contract()
+    for x_m in (0.0, 1.7, -49.99, 123.456, 1e4):
+        for yaw in (0.0, 0.3, -2.9):
+            state = Pose2D(x_m, x_m / 3, yaw)
+            frame = offset_pose_m(state, 0.01)
+            check_observation(c, 0, 0, state, frames(c, 0, pose=frame))
+            with pytest.raises(PoseTolerance):
+                check_observation(c, 0, 0, state, frames(c, 0, pose=offset_pose_m(state, 0.0101)))
+
+
+def offset_pose_m(pose: Pose2D, forward_m: float) -> Pose2D:
+    return Pose2D(pose.x_m + forward_m * math.cos(pose.yaw_rad), pose.y_m + forward_m * math.sin(pose.yaw_rad),
+                  pose.yaw_rad)
