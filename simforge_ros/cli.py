@@ -107,18 +107,22 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _latency_us(text: str | None) -> int:
+def _latency_us(text: str | None) -> int | float:
+    """--latency-ms in whole microseconds; a latency of a fraction of one is given back in
+    seconds (a float), for the clock master to refuse as the timing contract does any
+    period that is no whole number of microseconds (rate_not_multiple, exit 11). It was a
+    usage error here, while the same latency as clock_master.latency_s was the contract's."""
     if text is None:
         return 0
     try:
         value = Decimal(text) * 1000
     except InvalidOperation:
         raise ConfigError.single("--latency-ms", "latency", "a number of milliseconds", text) from None
-    if not value.is_finite() or value < 0 or value != value.to_integral_value():
-        raise ConfigError.single("--latency-ms", "latency", "a whole number of microseconds >= 0", text)
+    if not value.is_finite() or value < 0:
+        raise ConfigError.single("--latency-ms", "latency", "a finite number of milliseconds >= 0", text)
     if value > INT64[1]:  # named as given, not as the microseconds the node would have refused
         raise ConfigError.single("--latency-ms", "latency", f"at most {Decimal(INT64[1]) / 1000} ms", text)
-    return int(value)
+    return int(value) if value == value.to_integral_value() else float(value / 1_000_000)
 
 
 def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], None]:
@@ -295,6 +299,9 @@ def _run(args: argparse.Namespace) -> int:
         sets.setdefault("clock_master", {})["hold_at_step"] = args.hold_at_step
     hold_at = sets.get("clock_master", {}).get("hold_at_step", -1)
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
+    if isinstance(latency_us, float):  # a fraction of a microsecond: the contract refuses it
+        sets.setdefault("clock_master", {})["latency_s"] = latency_us
+        latency_us = 0
     seed = args.seed if args.seed is not None else options.get("seed", 0)
     steps = args.steps if args.steps is not None else options.get("steps", 0)
     record = options.get("record", True)

@@ -99,8 +99,8 @@ def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
 
 @pytest.mark.parametrize(("text", "said"), [
     ("1e30", "--latency-ms: latency: expected at most 9223372036854775.807 ms, got '1e30'"),
-    ("-1", "--latency-ms: latency: expected a whole number of microseconds >= 0, got '-1'"),
-    ("0.0005", "--latency-ms: latency: expected a whole number of microseconds >= 0, got '0.0005'"),
+    ("-1", "--latency-ms: latency: expected a finite number of milliseconds >= 0, got '-1'"),
+    ("inf", "--latency-ms: latency: expected a finite number of milliseconds >= 0, got 'inf'"),
 ])
 def test_a_latency_out_of_range_is_named_as_given(text, said):
     """1e30 ms was refused as clock_master.latency_us with a 34-digit number the user never typed."""
@@ -108,6 +108,13 @@ def test_a_latency_out_of_range_is_named_as_given(text, said):
         cli._latency_us(text)
     assert str(err.value) == said
     assert cli._latency_us("200") == 200_000
+
+
+def test_a_latency_of_a_fraction_of_a_microsecond_goes_to_the_contract_in_seconds():
+    """--latency-ms 100.0001 was a usage error (exit 2); as clock_master.latency_s the same
+    latency was the timing contract's rate_not_multiple (exit 11): it goes there now
+    (test/ros/test_lockstep.py runs it)."""
+    assert cli._latency_us("100.0001") == 0.1000001 and cli._latency_us("0.0005") == 5e-7
 
 
 def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):

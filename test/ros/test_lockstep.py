@@ -353,8 +353,8 @@ def test_cli_run_json_and_exit_codes(tmp_path):
         (["run", "right_turn", "--set", "clock_master.decison_us=5"], "clock_master.decison_us"),
         (["run", "right_turn", "--set", "clock_master.decision_us=fast"], "expected a value of type int"),
         (["run", "right_turn", "--inject", "drop_frame@x"], "drop_frame@K"),
-        (["run", "right_turn", "--latency-ms", "0.0001"], "--latency-ms"),
-        (["run", "right_turn", "--latency-ms", "nan"], "--latency-ms: latency: expected a whole number"),
+        (["run", "right_turn", "--latency-ms", "-1"], "--latency-ms"),
+        (["run", "right_turn", "--latency-ms", "nan"], "--latency-ms: latency: expected a finite number"),
         (["run", "right_turn", "--seed", "-1"], "--seed: seed: expected an integer in [0, "),
         (["run", "right_turn", "--steps", "-1"], "--steps: steps: expected an integer in [0, 9223372036854775807]"),
         (["run", "right_turn", "--set", "sim_bridge.width=100000"], "sim_bridge.width: expected an integer in [2,"),
@@ -539,3 +539,14 @@ def test_a_publish_the_transport_refuses_is_a_named_refusal_not_a_traceback(tmp_
     assert 100 <= result.refusal["step"] < 1000
     assert result.exit_code == 18
     assert processes_mentioning(result.run_dir) == []
+
+
+def test_a_latency_of_a_fraction_of_a_microsecond_is_refused_by_the_contract(tmp_path):
+    """--latency-ms 100.0001 was a usage error (exit 2) while the same latency given as
+    clock_master.latency_s was rate_not_multiple (exit 11), as the step contract says of
+    every seconds input that is not exactly convertible."""
+    said = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--latency-ms", "100.0001",
+                    "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert said.returncode == 11, said.stdout + said.stderr
+    assert "refused:rate_not_multiple before step 0" in said.stdout
+    assert "latency_s=0.1000001 s is not a whole number of microseconds" in said.stdout
