@@ -4,8 +4,8 @@ to know before ranking anything on them.
 Runs of an exact loop are identical and the floor is zero; otherwise this names the first
 step where one differs from the first run, how many steps differ, and the largest spread
 of the ego's pose, speed and the driver's commands over the runs at any one step
-(core.spread). Like `diff`, it compares runs of one scenario and timing contract only
-(--force to insist), says how the runs were set up differently, and never compares
+(core.spread). Like `diff`, it compares runs of one scenario and timing contract only, and
+of one seed, as repeats are (--force to insist), says how the runs were set up differently, and never compares
 wall-clock time.
 """
 
@@ -22,6 +22,7 @@ from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.core.spread import SpreadResult, spread
 from simforge_ros.record.diff_runs import (
     WALL_KEYS,
+    DiffRefused,
     chain_disagreement,
     check_comparable,
     describe_setup,
@@ -38,11 +39,17 @@ def spread_runs(runs: Sequence[RunDir], force: bool = False) -> SpreadResult:
     """The spread of loaded runs' common steps.
 
     Raises:
-        DiffRefused: runs of another scenario or contract than the first, and not ``force``.
+        DiffRefused: runs of another scenario, contract or seed than the first, and not ``force``.
     """
     if not force:
         for run in runs[1:]:
             check_comparable(runs[0], run)
+            seeds = (runs[0].manifest.get("seed"), run.manifest.get("seed"))
+            if seeds[0] != seeds[1]:
+                # repeats are runs of one seed: across seeds the spread is the seeds', not the
+                # noise floor (it said "first difference at step 0 (timing.world_digest)")
+                raise DiffRefused(f"{runs[0].path} and {run.path}: different seed ({seeds[0]} vs {seeds[1]}): a "
+                                  "noise floor is taken over repeats of one seed; pass --force to compare anyway")
     return spread([step_records(run, WALL_KEYS) for run in runs])
 
 
@@ -132,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="two run directories or more")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--force", action="store_true", help="compare even across scenarios or contracts")
+    parser.add_argument("--force", action="store_true", help="compare even across scenarios, contracts or seeds")
     return parser
 
 

@@ -45,6 +45,17 @@ def test_runs_of_other_scenarios_are_refused_unless_forced(make_run, capsys):
     assert out[2] == "the ego's pose and speed and the driver's commands are the same in every run"
 
 
+def test_runs_of_other_seeds_are_not_repeats_and_are_refused_unless_forced(make_run, capsys):
+    """Seeds 0, 0 and 1 gave "first difference at step 0 (timing.world_digest)" as if the
+    noise floor were the seeds' difference."""
+    a, b = make_run("a", steps=10, seed=0), make_run("b", steps=10, seed=1)
+    assert main([str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simforge spread: ") and "different seed (0 vs 1)" in err and err.count("\n") == 1
+    assert main([str(a), str(b), "--force"]) == 0  # these fabricated runs draw nothing from their seed
+    assert "seed (0 vs 1)" in capsys.readouterr().out
+
+
 def test_one_run_or_a_missing_one_is_a_usage_error(make_run, tmp_path, capsys):
     a = make_run("a", steps=5)
     assert main([str(a)]) == 2
