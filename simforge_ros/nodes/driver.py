@@ -175,8 +175,11 @@ class Driver:
             finally:
                 self.node.destroy_timer(timer)
             if key not in self._frames:
+                # the driver cannot tell a frame never sent from one drawn slower than its
+                # limit: said both ways, as a limit a slow machine may pass
                 raise MissingFrame(
-                    step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s"
+                    step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s "
+                          "(driver.frame_timeout_ms): not sent, or drawn and sent slower than that"
                 )
         return self._frames[key]
 
