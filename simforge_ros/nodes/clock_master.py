@@ -831,6 +831,7 @@ class ClockMaster:
             msg.node = ", ".join(serving)
             if peer.answered is not None:
                 msg.pid, msg.host = peer.answered
+                msg.pid_watched = peer.local
             participants.append(msg)
         return participants
 

@@ -36,7 +36,7 @@ from simforge_ros.tools import given_twice, json_text, parse, say
 WALL_KEYS = ("wall",)
 """Step record keys holding wall-clock readings: different on every run, never compared."""
 
-RUN_SPECIFIC = frozenset({"run_id", "out_dir", "pid", "host"})
+RUN_SPECIFIC = frozenset({"run_id", "out_dir", "pid", "host", "pid_watched"})
 """Manifest keys that differ between any two runs (names, places, processes): never
 reported as a difference in setup."""
 _SHOWN = 5  # setup differences on the text line; --json lists them all

@@ -60,6 +60,10 @@ def _steps_asked(manifest: Mapping[str, Any]) -> int | None:
     return asked if isinstance(asked, int) and not isinstance(asked, bool) and asked > 0 else None
 
 
+_PROCESS_KEYS = ("node", "pid", "host", "pid_watched")
+"""What the manifest says of a participant's process (Participant.msg)."""
+
+
 def run_info(run: RunDir) -> dict[str, Any]:
     """What `simforge info --json` prints: the manifest's answers, named plainly."""
     manifest = run.manifest
@@ -84,9 +88,9 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "steps_asked": _steps_asked(manifest),
         "layout": layout_of(run),
         "driver": {"policy": "external" if external else _at(manifest, "nodes", "driver", "params").get("policy"),
-                   **{k: driver.get(k) for k in ("node", "pid", "host")}},
+                   **{k: driver.get(k) for k in _PROCESS_KEYS}},
         "bridge": {**{k: bridge.get(k) for k in ("backend", "cameras", "camera_period_us", "width", "height")},
-                   **{k: _at(manifest, "participants", "sim_bridge").get(k) for k in ("node", "pid", "host")}},
+                   **{k: _at(manifest, "participants", "sim_bridge").get(k) for k in _PROCESS_KEYS}},
         "contract": manifest.get("contract"),
         "settings": settings(manifest),
         "faults": manifest.get("faults") or [],
@@ -122,7 +126,9 @@ def _process(part: Mapping[str, Any]) -> str:
     # host printed a line of its own choosing, "status     counted", under a refused run)
     where = [f"node {one_line(str(part['node']), 200)}"] if part.get("node") else []
     if part.get("pid") is not None:
-        where.append(f"pid {part['pid']} on {one_line(str(part.get('host') or '?'), 200)}")
+        # a pid no process of this host's run domain had is the participant's word alone
+        said = ", as it said (not seen here: watched on the graph)" if part.get("pid_watched") is False else ""
+        where.append(f"pid {part['pid']} on {one_line(str(part.get('host') or '?'), 200)}{said}")
     return f" ({', '.join(where)})" if where else ""
 
 

@@ -247,7 +247,13 @@ def test_a_driver_naming_a_pid_that_is_not_its_process_here_is_not_refused_as_go
         with external_driver({**lease.env, "NAMED_PID": str(pid)}, tmp_path / "driver.log", script):
             result = lockstep(tmp_path, steps=10, layout="single", driver="external")
     assert result.status == "counted", result.refusal
-    assert manifest_of(result)["participants"]["driver"]["pid"] == (pid or None)  # as it named it (0: unsaid)
+    driver = manifest_of(result)["participants"]["driver"]
+    assert driver["pid"] == (pid or None)  # as it named it (0: unsaid)
+    # and said to be its word alone: the manifest and info presented it as fact
+    assert driver["pid_watched"] is False
+    if pid:
+        info = simforge("info", result.run_dir, cwd=tmp_path)
+        assert f"pid {pid} on " in info.stdout and "as it said (not seen here: watched on the graph)" in info.stdout
 
 
 def test_two_drivers_serving_decide_are_refused_naming_both(tmp_path, monkeypatch):

@@ -159,8 +159,8 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
     # who answered the clock master's calls: our own nodes, in this process
     host = manifest["nodes"]["sim_bridge"]["process"]["host"]
     assert manifest["participants"] == {
-        "sim_bridge": {"node": "/sim_bridge", "pid": os.getpid(), "host": host, "external": False},
-        "driver": {"node": "/driver", "pid": os.getpid(), "host": host, "external": False},
+        "sim_bridge": {"node": "/sim_bridge", "pid": os.getpid(), "host": host, "external": False, "pid_watched": True},
+        "driver": {"node": "/driver", "pid": os.getpid(), "host": host, "external": False, "pid_watched": True},
     }
     assert manifest["contract"] == {"decision_us": 100_000, "tick_us": 20_000, "ticks_per_step": 5, "latency_steps": 0}
     records = steps_of(result)
