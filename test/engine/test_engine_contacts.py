@@ -96,6 +96,11 @@ def test_blame_rule():
     assert is_harness_fault(Body("ego", box_ego, 0.0, 0.0), Body("t", ahead, 0.0, 0.0))  # placed so
     assert is_harness_fault(Body("ego", box_ego, 0.05, 0.0), Body("t", behind, 0.5, 0.0))  # nudged from behind
     assert is_harness_fault(Body("ego", box_ego, -0.05, 0.0), Body("t", ahead, 0.0, 0.0))  # creeping away
+    # a car overtaking a parked ego cuts in and clips its corner: its centre already past
+    # the ego's, it "closes" at less than 0; the parked ego is not to blame
+    parked = Body("ego", Box(0.0, 0.0, 0.0, 4.5, 1.8), 0.0, 0.0)
+    cutting_in = Body("car", Box(3.5, 1.7, -0.05, 4.5, 1.8), 10.0, -0.5)
+    assert boxes_overlap(parked.box, cutting_in.box) and is_harness_fault(parked, cutting_in)
     side = Box(0.0, 2.5, -math.pi / 2, 4.5, 1.9)
     assert is_harness_fault(slow_ego, Body("t", side, 0.0, -6.0))  # fast cross traffic into ego's side
     assert not is_harness_fault(fast_ego, Body("t", side, 0.0, 0.0))
