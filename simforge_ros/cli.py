@@ -43,7 +43,16 @@ from typing import Any
 import yaml
 
 from simforge_ros.command import INTERRUPTED
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, Problem, SimforgeError, where
+from simforge_ros.core.errors import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    ConfigError,
+    Problem,
+    RateNotMultiple,
+    Refusal,
+    SimforgeError,
+    where,
+)
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.core.yaml_file import load_rcl_value
@@ -107,11 +116,17 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _latency_us(text: str | None) -> int | float:
-    """--latency-ms in whole microseconds; a latency of a fraction of one is given back in
-    seconds (a float), for the clock master to refuse as the timing contract does any
-    period that is no whole number of microseconds (rate_not_multiple, exit 11). It was a
-    usage error here, while the same latency as clock_master.latency_s was the contract's."""
+def _latency_us(text: str | None) -> int:
+    """--latency-ms in whole microseconds.
+
+    Raises:
+        ConfigError: not a finite number of milliseconds >= 0, or past int64 microseconds.
+        RateNotMultiple: a fraction of a microsecond, refused before any run as the timing
+            contract refuses any period that is no whole number of microseconds (exit 11):
+            it was a usage error, while the same latency as clock_master.latency_s was the
+            contract's. Refused here, exactly: handed on as seconds, a float could round it
+            to whole microseconds (100.00000000000001 ms ran as 100 ms).
+    """
     if text is None:
         return 0
     try:
@@ -122,7 +137,10 @@ def _latency_us(text: str | None) -> int | float:
         raise ConfigError.single("--latency-ms", "latency", "a finite number of milliseconds >= 0", text)
     if value > INT64[1]:  # named as given, not as the microseconds the node would have refused
         raise ConfigError.single("--latency-ms", "latency", f"at most {Decimal(INT64[1]) / 1000} ms", text)
-    return int(value) if value == value.to_integral_value() else float(value / 1_000_000)
+    if value != value.to_integral_value():
+        raise RateNotMultiple(-1, f"--latency-ms {text}: {value.normalize():f} us is not a whole number of "
+                                  "microseconds")
+    return int(value)
 
 
 def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], None]:
@@ -299,9 +317,6 @@ def _run(args: argparse.Namespace) -> int:
         sets.setdefault("clock_master", {})["hold_at_step"] = args.hold_at_step
     hold_at = sets.get("clock_master", {}).get("hold_at_step", -1)
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
-    if isinstance(latency_us, float):  # a fraction of a microsecond: the contract refuses it
-        sets.setdefault("clock_master", {})["latency_s"] = latency_us
-        latency_us = 0
     seed = args.seed if args.seed is not None else options.get("seed", 0)
     steps = args.steps if args.steps is not None else options.get("steps", 0)
     record = options.get("record", True)
@@ -562,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"simforge: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except Refusal as err:  # the timing contract's, before any run (--latency-ms): its code and status
+        print(f"simforge: refused:{err}", file=sys.stderr)
+        return err.exit_code
     except SimforgeError as err:
         print(f"simforge: {err}", file=sys.stderr)
         return EXIT_FAILURE

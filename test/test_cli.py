@@ -110,11 +110,16 @@ def test_a_latency_out_of_range_is_named_as_given(text, said):
     assert cli._latency_us("200") == 200_000
 
 
-def test_a_latency_of_a_fraction_of_a_microsecond_goes_to_the_contract_in_seconds():
-    """--latency-ms 100.0001 was a usage error (exit 2); as clock_master.latency_s the same
-    latency was the timing contract's rate_not_multiple (exit 11): it goes there now
-    (test/ros/test_lockstep.py runs it)."""
-    assert cli._latency_us("100.0001") == 0.1000001 and cli._latency_us("0.0005") == 5e-7
+def test_a_latency_of_a_fraction_of_a_microsecond_is_the_contracts_refusal_exactly():
+    """--latency-ms 100.0001 was a usage error (exit 2), while the same latency as
+    clock_master.latency_s was rate_not_multiple (exit 11); handed on as float seconds,
+    100.00000000000001 ms rounded to whole microseconds and ran (test/ros/test_lockstep.py
+    runs the command)."""
+    for text, us in (("100.0001", "100000.1"), ("100.00000000000001", "100000.00000000001"), ("0.0005", "0.5")):
+        with pytest.raises(cli.RateNotMultiple) as err:
+            cli._latency_us(text)
+        assert (err.value.step, err.value.detail) == (
+            -1, f"--latency-ms {text}: {us} us is not a whole number of microseconds")
 
 
 def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):

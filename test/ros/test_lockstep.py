@@ -548,5 +548,6 @@ def test_a_latency_of_a_fraction_of_a_microsecond_is_refused_by_the_contract(tmp
     said = simforge("run", "right_turn", "--steps", "3", "--layout", "single", "--latency-ms", "100.0001",
                     "--out", str(tmp_path / "runs"), cwd=tmp_path)
     assert said.returncode == 11, said.stdout + said.stderr
-    assert "refused:rate_not_multiple before step 0" in said.stdout
-    assert "latency_s=0.1000001 s is not a whole number of microseconds" in said.stdout
+    assert said.stderr == ("simforge: refused:rate_not_multiple before step 0: --latency-ms 100.0001: 100000.1 us "
+                           "is not a whole number of microseconds\n")
+    assert not (tmp_path / "runs").exists()  # refused before any run
