@@ -139,4 +139,5 @@ def stop_on_signals() -> None:
     import signal
 
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _interrupt)
+        if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup simforge play ...` keeps playing
+            signal.signal(sig, _interrupt)

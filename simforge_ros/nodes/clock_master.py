@@ -174,8 +174,9 @@ def wall_summary(cycles_ns: WallTimes | Sequence[int], finish_ns: int, recorder_
     the loop paused ``recorder_pauses`` times for the recorder (core.backlog), in all
     ``recorder_pause_ns`` (inside the step times), and waited ``paced_ns`` in all to keep
     to ``real_time_factor`` (core.pacing) and was held ``held_ns`` on /simforge/pause (both
-    inside the step times too). Past core.wall_times.EXACT_STEPS steps the median and p99
-    are read from a histogram, within 0.1 %, and ``approximate`` says so.
+    left out of the step times: core.lockstep's wall_step_ns). Past
+    core.wall_times.EXACT_STEPS steps the median and p99 are read from a histogram, within
+    0.1 %, and ``approximate`` says so.
     """
     times = cycles_ns if isinstance(cycles_ns, WallTimes) else WallTimes.of(cycles_ns)
     skip = min(50, len(times) // 10)

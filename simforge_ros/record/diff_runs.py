@@ -272,7 +272,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe(result))
         if setup:
             print(describe_setup(setup))
-        if not result.identical and result.first != "steps" and result.step is not None:
+        # a step to look at: none when the second run did none (refused before step 0)
+        did_steps = runs[1].manifest.get("steps")
+        if (not result.identical and result.first != "steps" and result.step is not None
+                and isinstance(did_steps, int) and did_steps > 0):
             # stderr: stdout stays the one line (two, with setup differences) scripts read
             print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
                   f"simforge rerun {shlex.quote(str(args.run_b))} --hold-at-step {result.step}", file=sys.stderr)

@@ -306,3 +306,16 @@ def test_two_runs_refused_for_the_same_breach_measured_otherwise_differ(
     manifest["refusal"]["detail"] = "driver (pid 4242) did not answer within 2 s"
     (d / "manifest.json").write_text(json.dumps(manifest))
     assert diff_runs(c, d).identical
+
+
+def test_no_step_to_look_at_is_offered_for_a_run_that_did_none(make_run: MakeRun,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs refused at step 0 with other codes: diff offered `rerun --hold-at-step 0` and
+    `play --from-step 0 --to-step 0` of a run with no step to hold at or play."""
+    a, b = make_run("a", steps=10, refuse_at=0), make_run("b", steps=10, refuse_at=0)
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["refusal"]["code"] = "stale_frame"
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(a), str(b)]) == 1
+    out, err = capsys.readouterr()
+    assert "ended differently" in out and "to look at step" not in err and "simforge play" not in err

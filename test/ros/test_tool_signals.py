@@ -40,3 +40,21 @@ def test_a_stop_signal_while_a_tool_waits_on_ros_ends_it_as_interrupted(tmp_path
     assert time.monotonic() - start < 5.0
     assert proc.returncode == 130, err  # as a Ctrl-C anywhere else in the CLI
     assert err.strip() == f"simforge {tool}: interrupted", err
+
+
+def test_a_tool_started_under_nohup_keeps_going_when_the_terminal_closes(tmp_path):
+    """SIGHUP was made an interrupt whatever its handler was: `nohup simforge play` ended
+    (130, "interrupted") when the terminal closed, as nohup is there to prevent."""
+    exe = Path(sys.executable).with_name("simforge")
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        proc = subprocess.Popen([str(exe), "pause", "--wait-s", "60"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup does
+        wait_for_nodes(lease.domain_id, "simforge_pause", proc=proc)
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)  # still a stop signal it hears
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip() == "simforge pause: interrupted", err
