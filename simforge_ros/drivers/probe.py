@@ -217,6 +217,21 @@ def _check_run_weights(run: Mapping[str, Any] | None, weights: str | None) -> No
                                  Printed(repr(f"{weights}: sha256 {now[:16]}, changed since the run")))
 
 
+def _check_run_seeded(run: Mapping[str, Any] | None, probed: str, weights_seed: int) -> None:
+    """--inputs RUN of a run on seeded weights probes the weights its weights_seed draws
+    now: the run's own only if they hash as the run's did. A run kept before the planner drew
+    its weights with numpy (not torch's generator) was probed on other weights, unsaid.
+
+    Raises:
+        ConfigError: the seeded weights' SHA-256 is not the run's.
+    """
+    recorded = (run or {}).get(RUN_WEIGHTS_DIGEST)
+    if isinstance(recorded, str) and recorded != probed:
+        raise ConfigError.single("driver", WEIGHTS_FIELD, f"the run's model (sha256 {recorded[:16]}), or --weights",
+                                 Printed(repr(f"seeded:{weights_seed}: sha256 {probed[:16]} here, other weights "
+                                              "than the run's (drawn by another version of simforge_ros)")))
+
+
 def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
          run_settings: SettingsLoader | None = None) -> int:
     """``simforge probe-driver``: exit 0 when deterministic-on plans are all identical.
@@ -262,6 +277,8 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
         _check_run_weights(run, chosen["weights"] if args.weights is None else None)
         modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
         results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]
+        if args.weights is None and args.weights_seed is None and not chosen["weights"]:
+            _check_run_seeded(run, results[0].weights_sha256, chosen["weights_seed"])
     except (SimforgeError, OSError, ValueError, KeyError) as exc:
         print(f"simforge probe-driver: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -182,3 +182,23 @@ def test_inputs_hold_the_weights_file_to_the_runs_model(tmp_path: Path, capsys: 
     assert (f"expected the run's model (sha256 {digest[:16]}), or --weights, got '{path}: sha256 "
             in capsys.readouterr().err)
     assert main([*argv, "--weights", str(path)], loader, lambda _run_dir: run) == 0  # named: probed as asked
+
+
+def test_inputs_hold_seeded_weights_to_the_runs_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """A run kept before the planner drew its seeded weights with numpy had other weights
+    for the same weights_seed: probed as "the run's own model", unsaid."""
+    ours = TorchPlanner(TorchPlannerConfig(weights_seed=4)).weights_sha256
+    run = {"policy": "torch", "weights": "", "weights_seed": 4, "samples": 1, "dtype": "float32"}
+
+    def loader(_run_dir: Path) -> list[Observation]:
+        return generated_inputs(3, SURROUND_CAMERAS)
+
+    argv = ["--inputs", "RUN", "--calls", "1", "--deterministic", "on"]
+    assert main(argv, loader, lambda _run_dir: {**run, "weights_sha256": ours}) == 0
+    capsys.readouterr()
+    assert main(argv, loader, lambda _run_dir: {**run, "weights_sha256": "d" * 64}) == 2
+    err = capsys.readouterr().err
+    assert "expected the run's model (sha256 dddddddddddddddd), or --weights, got \"seeded:4: sha256 " in err
+    assert "other weights than the run's" in err
+    # another seed asked for on the command line is probed as asked
+    assert main([*argv, "--weights-seed", "4"], loader, lambda _run_dir: {**run, "weights_sha256": "d" * 64}) == 0
