@@ -69,7 +69,10 @@ def run_info(run: RunDir) -> dict[str, Any]:
     manifest = run.manifest
     bridge = _at(manifest, "nodes", "sim_bridge", "params")
     driver = _at(manifest, "participants", "driver")
-    external = driver.get("external") or "driver" not in _at(manifest, "nodes")
+    nodes = _at(manifest, "nodes")
+    # a run whose nodes' parameters never reached the recorder (a salvage of a recorder
+    # killed before its first flush) says nothing of its driver: not "external"
+    external = driver.get("external") or (bool(nodes) and "driver" not in nodes)
     wall = _at(manifest, "wall")
     try:
         bag: dict[str, Any] | None = {"storage": manifest["bag"]["storage"], **bag_index(run.bag_path)}

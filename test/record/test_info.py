@@ -139,3 +139,16 @@ def test_a_hand_edited_manifest_is_described_as_far_as_it_can_be(make_run, capsy
     assert main([str(run)]) == 0
     assert "versions   python 3.11, on aarch64 (ASIMD)" in capsys.readouterr().out.splitlines()
     assert any(line.startswith("wall       1970-01-01 00:00:00 UTC, 1.0 s; a step: median ?") for line in out)
+
+
+def test_a_run_whose_nodes_never_said_their_parameters_has_no_driver_named(make_run, capsys):
+    """A salvage of a recorder killed before its first flush has no node parameters: info
+    called its driver external, while its params.yaml says route."""
+    run = make_run("unsaid", steps=5)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(nodes={}, participants={})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(run), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["driver"]["policy"] is None
+    assert main([str(run)]) == 0
+    assert "driver     ?" in capsys.readouterr().out.splitlines()
