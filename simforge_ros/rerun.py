@@ -247,11 +247,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({
             "repeated": same,
             "up_to_interrupt": upto,
-            "kept": {k: kept.manifest.get(k) for k in ("run_id", "status", "refusal", "steps", "chain_digest")},
+            "kept": {k: kept.manifest.get(k)
+                     for k in ("run_id", "status", "refusal", "steps", "chain_digest", "frames_digest")},
             "rerun": result.to_dict(),
             "layout": spec.layout,
             "diff": to_json(diff, setup or []) if diff is not None and not same else None,
-            "side_difference": side_difference(kept.manifest, rerun_manifest),
+            # what no chain holds is not compared for an interrupted or salvaged run (repeated):
+            # said anyway, it contradicted "repeated": true
+            "side_difference": side_difference(kept.manifest, rerun_manifest) if upto is None else None,
         }, sort_keys=True))
     else:
         manifest = kept.manifest

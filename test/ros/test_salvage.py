@@ -291,6 +291,13 @@ def test_a_salvaged_run_says_no_wall_time_of_its_own_and_no_setup_made_up(finish
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert rerun.stdout.splitlines()[-1] == ("repeated bit for bit up to where its record ends: the 5 steps salvaged "
                                              "from its bag (a rerun runs no further)")
+    # --json says the same: what no chain holds is not compared for it (a camera info the
+    # killed recorder never wrote was a "side_difference" beside "repeated": true)
+    said = simforge("rerun", str(salvaged), "--json", cwd=killed.parent)
+    assert said.returncode == 0, said.stdout + said.stderr
+    got = json.loads(said.stdout)
+    assert (got["repeated"], got["up_to_interrupt"], got["side_difference"]) == (True, 5, None)
+    assert got["kept"]["frames_digest"] == json.loads((salvaged / "manifest.json").read_text())["frames_digest"]
 
 
 def test_an_out_inside_the_kept_run_or_where_nothing_can_be_written_is_a_usage_error(killed, tmp_path):
