@@ -262,18 +262,22 @@ def _disk_full(out_dir: Path) -> str:
     return f"the disk of {out_dir} is full ({free} bytes free): what could be written is kept"
 
 
-def _kept_chain(steps_file: Path) -> tuple[int, str]:
-    """(complete records, the last one's chain digest) of a steps.jsonl whose recorder
-    wrote no manifest: what was chained before the run broke."""
+def _kept_chain(steps_file: Path) -> tuple[int, str, str | None]:
+    """(complete records, the last one's chain digest and frames digest) of a steps.jsonl
+    whose recorder wrote no manifest: what was chained before the run broke. No record is
+    the empty chain (GENESIS, as a manifest of no step says it), no frame None. The run's
+    line said "" for the one, and null frames for a run whose frames were recorded."""
+    from simforge_ros.core.digest import GENESIS
     from simforge_ros.record.rundir import RunDirError, iter_kept_steps
 
-    count, last = 0, ""
+    count, last, frames = 0, GENESIS.hex(), None
     try:
         for record in iter_kept_steps(steps_file):
             count, last = count + 1, str(record.get("digest", ""))
+            frames = record.get("frames_digest") or frames
     except RunDirError:  # unreadable, or a line that is no record: what was chained before it
         pass
-    return count, last
+    return count, last, frames if isinstance(frames, str) else None
 
 
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
@@ -298,15 +302,15 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
             exit_code = named.exit_code if named is not None else EXIT_FAILURE
         else:
             code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
-            kept, chain = (manifest["steps"], manifest["chain_digest"]) if manifest else _kept_chain(
+            kept, chain, frames = (manifest["steps"], manifest["chain_digest"], None) if manifest else _kept_chain(
                 spec.out_dir / "steps.jsonl")
-            outcome = {"status": "refused", "steps": kept, "chain_digest": chain,
+            outcome = {"status": "refused", "steps": kept, "chain_digest": chain, "frames_digest": frames,
                        "refusal": {"code": code, "step": -1, "detail": exited}}
             exit_code = REFUSALS[code].exit_code
     elif manifest is None and recorder_apart and (spec.out_dir / "steps.jsonl").is_file():
         # no manifest (the recorder was killed): what it chained, not what the clock master stepped
-        kept, chain = _kept_chain(spec.out_dir / "steps.jsonl")
-        outcome = {**outcome, "steps": kept, "chain_digest": chain}
+        kept, chain, frames = _kept_chain(spec.out_dir / "steps.jsonl")
+        outcome = {**outcome, "steps": kept, "chain_digest": chain, "frames_digest": frames}
     refusal = outcome["refusal"]
     if refusal is not None and (full := _disk_full(spec.out_dir)):
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
@@ -333,7 +337,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
         run_dir=str(spec.out_dir),
         exit_code=exit_code if status == "refused" else 0,
         wall=outcome.get("wall"),
-        frames_digest=manifest.get("frames_digest") if manifest else None,
+        frames_digest=manifest.get("frames_digest") if manifest else outcome.get("frames_digest"),
         notes=notes,
     )
 

@@ -174,6 +174,8 @@ def test_a_recorder_killed_at_its_first_step_leaves_a_run_salvage_keeps(tmp_path
     result = lockstep(tmp_path, steps=300, layout="processes", faults=("kill=recorder@0",))
     assert result.status == "refused" and result.refusal["code"] == "participant_lost"
     assert (Path(result.run_dir) / "bag" / "bag.mcap").stat().st_size < 8  # not even the magic
+    # nothing chained: the empty chain, as a manifest of no step says it (it said "")
+    assert (result.steps, result.chain_digest, result.frames_digest) == (0, "0" * 64, None)
     salvaged = simforge("salvage", result.run_dir, "--json", cwd=tmp_path)
     assert salvaged.returncode == 0, salvaged.stderr
     report = json.loads(salvaged.stdout)
@@ -228,6 +230,11 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     # what it chained before it died is kept (flushed at the first record, then every 0.2 s)
     kept = steps_of(result)
     assert 1 <= len(kept) <= 300 and [s["step"] for s in kept] == list(range(len(kept)))
+    # the run's result says what was chained: its steps, chain and frames (frames were
+    # recorded; the result said null, "no frame was recorded")
+    assert (result.steps, result.chain_digest, result.frames_digest) == (
+        len(kept), kept[-1]["digest"], kept[-1]["frames_digest"])
+    assert result.frames_digest is not None
     # and the tools say what happened to the manifest, not only that it is missing
     out = simforge("verify", result.run_dir, cwd=tmp_path)
     assert out.returncode == 2
