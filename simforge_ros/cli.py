@@ -372,7 +372,10 @@ def _run(args: argparse.Namespace) -> int:
         return 130  # a stop between --repeat runs: not every run asked for was run
     if not failed:
         return 0
-    return failed[0].exit_code if len(results) == 1 else EXIT_FAILURE
+    # every run refused alike: that refusal's status (two missing_frame runs exited 1, where
+    # an aborted run among them kept its 19); runs that ended otherwise among themselves: 1
+    codes = {r.exit_code for r in failed}
+    return codes.pop() if len(failed) == len(results) and len(codes) == 1 else EXIT_FAILURE
 
 
 class _BetweenRuns:

@@ -558,3 +558,13 @@ def test_a_latency_of_a_fraction_of_a_microsecond_is_refused_by_the_contract(tmp
     assert said.stderr == ("simforge: refused:rate_not_multiple before step 0: --latency-ms 100.0001: 100000.1 us "
                            "is not a whole number of microseconds\n")
     assert not (tmp_path / "runs").exists()  # refused before any run
+
+
+def test_a_repeat_refused_alike_every_time_exits_with_that_refusals_status(tmp_path):
+    """Two missing_frame runs of a --repeat exited 1, where one run exits 12 (and an aborted
+    run among repeats kept its 19)."""
+    said = simforge("run", "right_turn", "--steps", "6", "--layout", "single", "--repeat", "2", "--inject",
+                    "drop_frame@2", "--json", "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    runs = [json.loads(line) for line in said.stdout.splitlines()]
+    assert [r["refusal"]["code"] for r in runs] == ["missing_frame"] * 2, said.stdout + said.stderr
+    assert said.returncode == 12
