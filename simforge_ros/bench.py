@@ -348,6 +348,7 @@ def measure_all(plan: Plan) -> dict[str, Any]:
         "hwm_growth_by_node": loop.rss_growth(rss_run.get("rss_kb") or {}),
     }
     doc.update(derive(doc))
+    doc["targets"] = verdicts(doc)
     doc["bench_wall_s"] = time.perf_counter() - started
     return doc
 
@@ -446,6 +447,14 @@ def derive(doc: dict[str, Any]) -> dict[str, Any]:
             "own_us": (doc.get("recorder_alone") or {}).get("us_per_step"),
         },
     }
+
+
+def verdicts(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each headline figure against its target (TARGETS), as the table's "met" column says
+    it: {key: {"value", "target", "met"}}. A CI job reading the JSON had to hold the figures
+    to the targets again itself."""
+    return {key: {"value": _get(doc, key), "target": target, "met": bool(ok(_get(doc, key)))}
+            for key, (target, ok) in TARGETS.items()}
 
 
 def _difference(a: float | None, b: float | None) -> float | None:

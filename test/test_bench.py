@@ -127,6 +127,18 @@ def test_camera_overhead_uses_each_runs_own_pairing_when_present():
     assert doc["camera_overhead_single"] == pytest.approx(15000.0 / 12000.0)
 
 
+def test_the_json_holds_each_target_and_whether_it_was_met():
+    """The table said "met" or "NO"; the JSON a CI job reads had the figures alone."""
+    doc = _synthetic()
+    got = bench.verdicts(doc)
+    assert set(got) == set(bench.TARGETS)
+    assert got["lost_messages"] == {"value": doc["lost_messages"], "target": "== 0", "met": doc["lost_messages"] == 0}
+    ratio = doc["ratio_processes"]
+    assert got["ratio_processes"] == {"value": ratio, "target": "<= 2.0", "met": ratio <= 2.0}
+    doc["hash_efficiency"] = None  # not measured: not met
+    assert bench.verdicts(doc)["hash_efficiency"]["met"] is False
+
+
 def test_quick_plan_is_smaller_and_keeps_its_ratios():
     quick, full = bench.Plan.make(True), bench.Plan.make(False)
     assert quick.rss_late < full.rss_late and quick.loop_steps < full.loop_steps

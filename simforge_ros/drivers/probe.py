@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
         print(f"simforge probe-driver: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps([asdict(r) for r in results], indent=2))
+        print(json.dumps([asdict(r) for r in results]))  # one line, as every tool's --json
     else:
         print(_format_table(results))
     on = [r for r in results if r.mode == "on"]
