@@ -187,8 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if refusal.get("code") == Aborted.code and kept.manifest.get("steps") == 0:
             # a rerun of the whole scenario "did not repeat" a run of none, with differences
             # made up of what its nodes never got to record
-            raise ConfigError.single("run", "run", "a run that did a step (this one was interrupted before step 0: "
-                                     "nothing to run again)", str(args.run))
+            raise ConfigError.single("RUN", str(args.run), "a run that did a step (this one was interrupted before "
+                                     "step 0: nothing to run again)", refusal.get("detail"))
         if not (math.isfinite(args.real_time_factor) and args.real_time_factor >= 0):
             raise ConfigError.single("--real-time-factor", "real_time_factor",
                                      "a finite number >= 0 (0: unpaced; 1: real time)", args.real_time_factor)

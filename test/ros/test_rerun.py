@@ -60,8 +60,9 @@ def test_a_run_interrupted_before_step_0_is_not_rerun(tmp_path):
     (Path(kept.run_dir) / "steps.jsonl").write_text("")
     out = simforge("rerun", kept.run_dir, cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.strip() == ("simforge rerun: run: run: expected a run that did a step (this one was "
-                                  f"interrupted before step 0: nothing to run again), got {kept.run_dir!r}")
+    assert out.stderr.strip() == (f"simforge rerun: RUN: {kept.run_dir}: expected a run that did a step (this one "
+                                  "was interrupted before step 0: nothing to run again), got 'interrupted while the "
+                                  "nodes were starting'")
     assert sorted(p.name for p in Path(kept.run_dir).parent.iterdir()) == [Path(kept.run_dir).name]
 
 
