@@ -660,7 +660,8 @@ class Recorder:
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns,
                   "end_ns": time.time_ns() if self._wall_start_ns is not None else None,
-                  "step_ns": wall_summary(self._step_ns), **(waited or {})},
+                  # not known (a salvage: no clock master said them): null, as start and end
+                  "step_ns": wall_summary(self._step_ns), **(waited or {"paced_ns": None, "held_ns": None})},
         )
         if self._failure is not None:
             manifest["record_failure"] = self._failure

@@ -282,6 +282,7 @@ def test_a_salvaged_run_says_no_wall_time_of_its_own_and_no_setup_made_up(finish
     salvaged = killed.with_name("killed-salvaged")
     wall = json.loads((salvaged / "manifest.json").read_text())["wall"]
     assert (wall["start_ns"], wall["end_ns"]) == (None, None) and wall["step_ns"]["n"] == 5
+    assert (wall["paced_ns"], wall["held_ns"]) == (None, None)  # not known either: the keys of every run
     info = simforge("info", str(salvaged), cwd=killed.parent)
     assert "wall       when it ran is not known (salvaged); a step: median " in info.stdout, info.stdout
     diff = simforge("diff", str(finished), str(salvaged), cwd=killed.parent)
