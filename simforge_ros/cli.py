@@ -51,6 +51,7 @@ from simforge_ros.core.errors import (
     RateNotMultiple,
     Refusal,
     SimforgeError,
+    cut_got,
     where,
 )
 from simforge_ros.core.faults import FORMS, FaultPlan
@@ -130,17 +131,26 @@ def _latency_us(text: str | None) -> int:
     if text is None:
         return 0
     try:
-        value = Decimal(text) * 1000
+        ms = Decimal(text)
     except InvalidOperation:
         raise ConfigError.single("--latency-ms", "latency", "a number of milliseconds", text) from None
-    if not value.is_finite() or value < 0:
+    if not ms.is_finite() or ms < 0:
         raise ConfigError.single("--latency-ms", "latency", "a finite number of milliseconds >= 0", text)
-    if value > INT64[1]:  # named as given, not as the microseconds the node would have refused
+    # exactly, on the digits as given: Decimal's arithmetic keeps 28 digits and rounded
+    # 100.00000000000000000000000001 ms, and 1e-99999999 ms, to whole microseconds
+    _sign, digits, exponent = ms.as_tuple()
+    whole = int("".join(map(str, digits)) or "0")
+    shift = int(exponent) + 3  # microseconds = whole * 10**shift
+    if whole == 0:
+        return 0
+    if ms.adjusted() + 3 > 19:  # past int64 microseconds, whatever its fraction
         raise ConfigError.single("--latency-ms", "latency", f"at most {Decimal(INT64[1]) / 1000} ms", text)
-    if value != value.to_integral_value():
-        raise RateNotMultiple(-1, f"--latency-ms {text}: {value.normalize():f} us is not a whole number of "
-                                  "microseconds")
-    return int(value)
+    if shift < 0 and (-shift > len(str(whole)) or whole % 10**-shift):
+        raise RateNotMultiple(-1, f"--latency-ms {cut_got(text)}: not a whole number of microseconds")
+    us = whole * 10**shift if shift >= 0 else whole // 10**-shift
+    if us > INT64[1]:  # named as given, not as the microseconds the node would have refused
+        raise ConfigError.single("--latency-ms", "latency", f"at most {Decimal(INT64[1]) / 1000} ms", text)
+    return us
 
 
 def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], None]:

@@ -113,13 +113,22 @@ def test_a_latency_out_of_range_is_named_as_given(text, said):
 def test_a_latency_of_a_fraction_of_a_microsecond_is_the_contracts_refusal_exactly():
     """--latency-ms 100.0001 was a usage error (exit 2), while the same latency as
     clock_master.latency_s was rate_not_multiple (exit 11); handed on as float seconds,
-    100.00000000000001 ms rounded to whole microseconds and ran (test/ros/test_lockstep.py
+    100.00000000000001 ms rounded to whole microseconds and ran, and Decimal's 28 digits
+    rounded 100.00000000000000000000000001 ms and 1e-99999999 ms so (test/ros/test_lockstep.py
     runs the command)."""
-    for text, us in (("100.0001", "100000.1"), ("100.00000000000001", "100000.00000000001"), ("0.0005", "0.5")):
+    for text in ("100.0001", "100.00000000000001", "100.00000000000000000000000001", "0.0005", "1e-99999999"):
         with pytest.raises(cli.RateNotMultiple) as err:
             cli._latency_us(text)
-        assert (err.value.step, err.value.detail) == (
-            -1, f"--latency-ms {text}: {us} us is not a whole number of microseconds")
+        assert (err.value.step, err.value.detail) == (-1, f"--latency-ms {text}: not a whole number of microseconds")
+    long = "0." + "0" * 1000 + "1"
+    with pytest.raises(cli.RateNotMultiple) as err:
+        cli._latency_us(long)
+    assert len(err.value.detail) < 300  # the value cut, not a megabyte of it on one line
+    for text, us in (("0.001", 1), ("1E+2", 100_000), ("100.000", 100_000), ("0e-99999999", 0), ("5e-3", 5),
+                     ("9223372036854775.807", 2**63 - 1)):
+        assert cli._latency_us(text) == us, text
+    with pytest.raises(cli.ConfigError):
+        cli._latency_us("9999999999999999.9990")  # whole, and past int64 microseconds
 
 
 def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):
