@@ -214,6 +214,8 @@ class Watchdog:
             os._exit(128 + signum)
 
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_IGN:  # `nohup simforge bench`: it keeps going
+                continue
             self._previous_handlers.setdefault(sig, signal.getsignal(sig))
             signal.signal(sig, stopped)
 

@@ -311,6 +311,22 @@ def test_watchdog_stays_quiet_when_the_bench_finishes_in_time():
     assert dog.deadline_s == 0.2
 
 
+def test_a_bench_under_nohup_keeps_sighup_ignored():
+    """`nohup simforge bench` was stopped by SIGHUP when the terminal closed: the watchdog
+    took the signal whatever its handler was."""
+    import signal
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with bench.Watchdog(60.0) as dog:
+            dog.stop_on_signals()
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_IGN, signal.SIG_DFL)  # still taken
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def test_bench_refuses_a_deadline_that_is_not_positive(capsys):
     for given in ("0", "nan", "inf", "1e300"):  # inf overflowed the watchdog's timer: "unexpected error"
         assert bench.main(["--quick", "--deadline-s", given]) == 2

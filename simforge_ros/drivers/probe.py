@@ -275,10 +275,11 @@ def main(argv: Sequence[str] | None = None, loader: InputsLoader | None = None,
             elif names and not set(base.cameras) <= set(names):  # a recorded rig of its own
                 base = replace(base, cameras=names)
         _check_run_weights(run, chosen["weights"] if args.weights is None else None)
+        if args.weights is None and args.weights_seed is None and not chosen["weights"] and run:
+            # before any call: the seeded weights' hash is the planner's as it is built
+            _check_run_seeded(run, TorchPlanner(base).weights_sha256, chosen["weights_seed"])
         modes = {"on": (True,), "off": (False,), "both": (True, False)}[args.deterministic]
         results = [probe(replace(base, deterministic=d), inputs, args.calls) for d in modes]
-        if args.weights is None and args.weights_seed is None and not chosen["weights"]:
-            _check_run_seeded(run, results[0].weights_sha256, chosen["weights_seed"])
     except (SimforgeError, OSError, ValueError, KeyError) as exc:
         print(f"simforge probe-driver: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,11 +6,11 @@ recorded again only after the pair has separated for at least one tick.
 harness_fault rule (decided at the first overlapping tick, from the velocities then):
   * contacts between two scripted actors are always harness faults (authored data);
   * an ego contact with the ego (nearly) stopped, ego speed < EGO_STOPPED_MPS (0.1 m/s), is a
-    harness fault unless the ego is closing, and faster than the other actor (an ego creeping
-    into a parked van was the harness's fault: a van that never moved caused nothing); a
-    pair placed overlapping, neither moving, is the scenario's, so the harness's, and so is
-    a car cutting in that clips a parked ego (its centre past the ego's: it closes at less
-    than 0, the ego at 0);
+    harness fault unless the ego is the faster of the two and closing, faster than the other
+    (an ego creeping into a parked van was the harness's fault: a van that never moved caused
+    nothing); a pair placed overlapping, neither moving, is the scenario's, so the
+    harness's, and so is a car cutting in that clips a parked or creeping ego (its centre
+    past the ego's: it "closes" at less than 0);
   * otherwise, when the other actor is faster than the ego AND closes faster than the ego
     does. Closing speed of a body is the component of its velocity along the line from its
     centre to the other body's centre.
@@ -52,8 +52,11 @@ def is_harness_fault(ego: Body, other: Body) -> bool:
         return ego_speed < EGO_STOPPED_MPS or other_speed > ego_speed
     other_closing = (other.vx_mps * dx + other.vy_mps * dy) / dist
     ego_closing = -(ego.vx_mps * dx + ego.vy_mps * dy) / dist
-    if ego_speed < EGO_STOPPED_MPS:  # the ego's only when it is the one closing, and faster
-        return not (ego_closing > 0.0 and ego_closing > other_closing)
+    if ego_speed < EGO_STOPPED_MPS:
+        # the ego's only when it is the faster of the two and the one closing, faster: a car
+        # cutting in that clipped an ego creeping at 1 mm/s (its centre past the ego's, it
+        # "closes" at less than 0) was the ego's fault
+        return not (other_speed < ego_speed and ego_closing > 0.0 and ego_closing > other_closing)
     return other_speed > ego_speed and other_closing > ego_closing
 
 

@@ -101,6 +101,8 @@ def test_blame_rule():
     parked = Body("ego", Box(0.0, 0.0, 0.0, 4.5, 1.8), 0.0, 0.0)
     cutting_in = Body("car", Box(3.5, 1.7, -0.05, 4.5, 1.8), 10.0, -0.5)
     assert boxes_overlap(parked.box, cutting_in.box) and is_harness_fault(parked, cutting_in)
+    for creep in (0.001, 0.05, 0.09):  # and one creeping: the car is the mover
+        assert is_harness_fault(Body("ego", parked.box, creep, 0.0), cutting_in), creep
     side = Box(0.0, 2.5, -math.pi / 2, 4.5, 1.9)
     assert is_harness_fault(slow_ego, Body("t", side, 0.0, -6.0))  # fast cross traffic into ego's side
     assert not is_harness_fault(fast_ego, Body("t", side, 0.0, 0.0))
