@@ -538,9 +538,9 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  {node:14s} {_fmt(early.get('VmHWM'))} -> {_fmt(end.get('VmHWM'))}"
                      f"  (x{_fmt((mem.get('hwm_growth_by_node') or {}).get(node), 3)})")
     lines += ["", "headline                         value        target      met"]
-    for key, (target, ok) in TARGETS.items():
-        value = _get(doc, key)
-        lines.append(f"  {key:30s} {_fmt(value, 3):>10s}   {target:14s} {'yes' if ok(value) else 'NO'}")
+    for key, verdict in verdicts(doc).items():
+        lines.append(f"  {key:30s} {_fmt(verdict['value'], 3):>10s}   {verdict['target']:14s} "
+                     f"{'yes' if verdict['met'] else 'NO'}")
     for key in ("floor_us", "steps_per_s.processes", "steps_per_s_no_recorder.single",
                 "steps_per_s_no_recorder.processes", "ratio_processes_no_recorder", "ratio_single"):
         lines.append(f"  {key:30s} {_fmt(_get(doc, key), 3):>10s}")
