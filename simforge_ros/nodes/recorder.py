@@ -610,7 +610,7 @@ class Recorder:
         counted = refusal is None
         participants = {  # 0 and empty: not known (never answered, or did not say)
             str(p.role): {"node": str(p.node) or None, "pid": int(p.pid) or None, "host": str(p.host) or None,
-                          "pid_watched": bool(p.pid_watched)}
+                          "pid_watched": bool(p.pid_watched) if p.pid else None}
             for p in request.participants
         }
         waited = {"paced_ns": int(request.wall_paced_ns), "held_ns": int(request.wall_held_ns)}

@@ -109,7 +109,8 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
         assert "driver" not in manifest["nodes"]  # no driver of ours ran
         # but the manifest names the one that answered, and the bridge of ours
         assert manifest["participants"]["driver"] == {
-            "node": "/external_driver", "pid": driver.pid, "host": socket.gethostname(), "external": True}
+            "node": "/external_driver", "pid": driver.pid, "host": socket.gethostname(), "external": True,
+            "pid_watched": True}  # a process of this host in the run's domain
         assert manifest["participants"]["sim_bridge"]["node"] == "/sim_bridge"
         assert manifest["participants"]["sim_bridge"]["external"] is False
     route = lockstep(tmp_path, steps=40, layout="single")
@@ -250,7 +251,7 @@ def test_a_driver_naming_a_pid_that_is_not_its_process_here_is_not_refused_as_go
     driver = manifest_of(result)["participants"]["driver"]
     assert driver["pid"] == (pid or None)  # as it named it (0: unsaid)
     # and said to be its word alone: the manifest and info presented it as fact
-    assert driver["pid_watched"] is False
+    assert driver["pid_watched"] is (False if pid else None)  # pid 0: none said, none to watch
     if pid:
         info = simforge("info", result.run_dir, cwd=tmp_path)
         assert f"pid {pid} on " in info.stdout and "as it said (not seen here: watched on the graph)" in info.stdout
@@ -337,7 +338,7 @@ def test_no_external_driver_is_refused_by_name_within_the_start_up_limit(tmp_pat
     assert "/simforge/decide" in result.refusal["detail"]
     # nothing answered: the manifest says so rather than naming a process
     assert manifest_of(result)["participants"]["driver"] == {"node": None, "pid": None, "host": None,
-                                                             "external": True}
+                                                             "external": True, "pid_watched": None}
 
 
 @pytest.mark.parametrize(
