@@ -98,11 +98,10 @@ def test_a_played_run_reaches_a_subscriber_byte_for_byte_and_in_time(tmp_path, r
     assert found is not None, out
     assert (int(found[1]), int(found[2]), float(found[3])) == (len(bag), len(played_topics), 1.9)
     assert float(found[4]) >= 1.9 / RATE
-    # the pacing starts with the first message, not before the bag was opened: the first
-    # steps went out back to back to make up the time it took to read the bag's first chunk
+    # every /clock came to a typed subscriber too; when each may go out is
+    # test/record/test_play_choices.py's (paced: a reader's arrival times are too noisy to
+    # hold a 5 ms gap to, one CI run measured 1.8 ms)
     assert len(clock_at) == 20
-    assert clock_at[1] - clock_at[0] >= 0.5 * 0.1 / RATE
-    assert clock_at[-1] - clock_at[0] >= 0.9 * 1.9 / RATE
 
 
 def test_a_span_of_steps_is_played_with_the_latched_messages_before_it(tmp_path, ros_lease):
