@@ -4,9 +4,10 @@ Why: the clock master and the recorder each kept every step's wall time (8 bytes
 only to report a median and a 99th percentile at the end: 29 MB an hour per node at
 1 000 steps/s, so a long run's memory never stayed flat. Here the first
 ``EXACT_STEPS`` times are kept as they are, and every run of that length or shorter reports
-exact figures, as before. Past it they are folded into a histogram whose buckets are at most
-1/1024 of their value wide (every time under 2 048 ns has its own), so its size depends on the
-spread of the times, not on the run's length, and a percentile read from it is within 0.1 %.
+exact figures, as before. Past it only a histogram holds them (kept from the start, a time
+at a time), whose buckets are at most 1/1024 of their value wide (every time under 2 048 ns
+has its own), so its size depends on the spread of the times, not on the run's length, and
+a percentile read from it is within 0.1 %.
 The count, the total and the largest stay exact. Wall time never reaches a digest: these
 figures are only reported (the manifest's ``wall``, the clock master's outcome).
 """
@@ -52,7 +53,7 @@ class WallTimes:
         self._exact_steps = exact_steps
         self._head = array("q")
         self._rest: array[int] | None = array("q")
-        self._counts: dict[int, int] = {}  # the histogram of the rest, once folded
+        self._counts: dict[int, int] = {}  # the histogram of every time past the head, exact or not
         self._n = 0
         self._rest_total = 0
         self._rest_max: int | None = None
