@@ -61,6 +61,7 @@ from simforge_ros.nodes.common import (
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
 from simforge_ros.record.bag import BackgroundBagWriter, BagError, typestore
+from simforge_ros.record.clock_first import ClockFirst
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.record.side_digests import (
@@ -153,6 +154,7 @@ class Recorder:
         self._store = typestore()
         self._bag = BackgroundBagWriter(self.out_dir / "bag", values["storage"])
         self._bag.open()
+        self._bag_order = ClockFirst(self._bag.write)  # each /clock ahead of its time's messages
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
         self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
         self._unflushed = False  # records written since the last flush
@@ -399,7 +401,7 @@ class Recorder:
         if image is not None and camera is not None:
             # pixels are hashed straight from the received bytes: no deserialising, no copy
             t_ns = self._note_time(image.sec * 1_000_000_000 + image.nanosec)
-            self._bag.write(topic, type_name, t_ns, raw)
+            self._bag_order.write(topic, type_name, t_ns, raw)
             self._images_seen[camera] += 1
             self._header_digests.add(camera, image.sec, image.nanosec, image.frame_id, image.is_bigendian)
             completed = self.assembler.add_frame(
@@ -409,7 +411,7 @@ class Recorder:
             # /clock or a camera_info: its stamp, read straight from the received bytes, is
             # all that is needed of it
             t_ns = self._note_time(stamp_ns)
-            self._bag.write(topic, type_name, t_ns, raw)
+            self._bag_order.write(topic, type_name, t_ns, raw)
             if part is not None:  # info:CAMERA: its field values, kept apart (record.side_digests)
                 self._infos_seen[part[5:]] += 1
                 self._info_digests.add_raw(part[5:], raw)
@@ -417,7 +419,7 @@ class Recorder:
         else:
             msg = msg if msg is not None else self._store.deserialize_cdr(raw, type_name)
             t_ns = self._sim_time_ns(msg, type_name)
-            self._bag.write(topic, type_name, t_ns, raw)
+            self._bag_order.write(topic, type_name, t_ns, raw)
             if part is None:
                 self._side_record(type_name, msg)
             elif part.startswith("info:"):
@@ -636,7 +638,10 @@ class Recorder:
         except OSError as err:
             self._fail(err)
         try:
-            self._bag.close()
+            try:
+                self._bag_order.release()
+            finally:
+                self._bag.close()
         except (BagError, OSError) as err:
             self._fail(err)
         last = self.assembler.last_record

@@ -38,12 +38,17 @@ def test_the_bag_holds_every_message_and_clock_is_exact(tmp_path):
     result = lockstep(tmp_path, steps=40, layout="processes")
     counts = Counter()
     clock_ns = []
+    first_of_time: dict[int, str] = {}
     for item in read_bag(Path(result.run_dir) / "bag"):
         counts[item.topic] += 1
+        first_of_time.setdefault(item.t_ns, item.topic)
         if item.topic == topics.CLOCK:
             clock_ns.append(item.msg.clock.sec * 1_000_000_000 + item.msg.clock.nanosec)
             assert item.t_ns == clock_ns[-1]
     assert clock_ns == [k * 100_000 * 1000 for k in range(40)]
+    # played back, a use_sim_time node hears each step's time before the state and frames
+    # of that time (they reach the recorder first: record.clock_first)
+    assert all(first_of_time[t_ns] == topics.CLOCK for t_ns in clock_ns), first_of_time
     for topic in (topics.TIMING, topics.ACTION, topics.APPLIED, topics.STATE):
         assert counts[topic] == 40, topic
     for camera in ("chase", "front"):
@@ -72,10 +77,14 @@ def test_the_mcap_file_is_readable_by_the_mcap_library(tmp_path):
         schemas = {s.name: s for s in summary.schemas.values()}
         channels = {c.topic for c in summary.channels.values()}
         count = sum(1 for _ in reader.iter_messages(topics=[topics.TIMING]))
+        first_of_time: dict[int, str] = {}
+        for _, channel, message in reader.iter_messages(log_time_order=True):
+            first_of_time.setdefault(message.log_time, channel.topic)
     assert "simforge_ros/msg/StepTiming" in schemas
     assert schemas["simforge_ros/msg/StepTiming"].encoding == "ros2msg"
     assert b"int64 t_us" in schemas["simforge_ros/msg/StepTiming"].data
     assert topics.CLOCK in channels and count == 10
+    assert [first_of_time[k * 100_000_000] for k in range(10)] == [topics.CLOCK] * 10, first_of_time
 
 
 def test_sqlite3_storage_on_request_verifies(tmp_path):

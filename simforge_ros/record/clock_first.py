@@ -1,0 +1,75 @@
+"""Put each /clock ahead of the other messages of its time in the bag.
+
+A bag is read back in log-time order, and messages of one log time in the order they are
+in the file (rosbag2's MCAP reader, rosbags). The recorder writes messages as they come:
+the bridge's state and frames of step k reach it before the clock master's /clock of
+step k, which goes out with the Decide request after the Step answer. So `ros2 bag play`
+gave a `use_sim_time` node the state stamped t(k) while its clock still read t(k-1), every
+step, where a live simulator (CARLA's ROS bridge, Gazebo) sends the clock first.
+
+``ClockFirst`` holds a message stamped later than the last /clock written until the /clock
+of its time comes, and writes it right after that. What no /clock reaches (a refused
+step's state, the final status) is written when the bag is closed (``release``). A
+checkpoint does not release: what is held belongs to a step not yet complete, which
+steps.jsonl does not hold either.
+
+Only the order in the file changes: every message is written once, with its own log time,
+and no digest depends on the order (record.side_digests sums are order-free; the chains
+are kept by step). No rclpy here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeAlias
+
+from simforge_ros import topics
+
+Write: TypeAlias = Callable[[str, str, int, "bytes | memoryview"], None]
+
+MAX_HELD = 4096
+"""Messages held at most: past that (a stream of messages no /clock catches up with, which
+the clock master never sends), they are written as they come, in the order they came."""
+
+
+class ClockFirst:
+    """Writes through ``write``, each /clock ahead of the messages of its time."""
+
+    def __init__(self, write: Write, clock_topic: str = topics.CLOCK) -> None:
+        self._write = write
+        self._clock_topic = clock_topic
+        self._clock_ns = -1  # the latest /clock time written
+        self._held: list[tuple[str, str, int, bytes | memoryview]] = []
+
+    @property
+    def held(self) -> int:
+        """Messages waiting for their /clock."""
+        return len(self._held)
+
+    def write(self, topic: str, msgtype: str, t_ns: int, raw: bytes | memoryview) -> None:
+        if topic == self._clock_topic:
+            self._write(topic, msgtype, t_ns, raw)
+            if t_ns > self._clock_ns:
+                self._clock_ns = t_ns
+                if self._held:
+                    self._catch_up()
+        elif t_ns <= self._clock_ns:
+            self._write(topic, msgtype, t_ns, raw)
+        else:
+            self._held.append((topic, msgtype, t_ns, raw))
+            if len(self._held) > MAX_HELD:
+                self.release()
+
+    def release(self) -> None:
+        """Write everything held, in the order it came (the bag is about to close)."""
+        held, self._held = self._held, []
+        for item in held:
+            self._write(*item)
+
+    def _catch_up(self) -> None:
+        """After a /clock: write what it reached, in the order it came; hold the rest."""
+        reached = [item for item in self._held if item[2] <= self._clock_ns]
+        if reached:
+            self._held = [item for item in self._held if item[2] > self._clock_ns]
+            for item in reached:
+                self._write(*item)
