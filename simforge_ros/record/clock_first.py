@@ -27,9 +27,11 @@ from simforge_ros import topics
 
 Write: TypeAlias = Callable[[str, str, int, "bytes | memoryview"], None]
 
-MAX_HELD = 4096
-"""Messages held at most: past that (a stream of messages no /clock catches up with, which
-the clock master never sends), they are written as they come, in the order they came."""
+MAX_HELD = 512
+MAX_HELD_BYTES = 64 << 20
+"""Messages, and their bytes, held at most (a step's are a few dozen, a few MB with
+cameras): past either (a stream no /clock catches up with, a recorder fed a replay without
+/clock), what is held is written, in the order it came."""
 
 
 class ClockFirst:
@@ -40,6 +42,7 @@ class ClockFirst:
         self._clock_topic = clock_topic
         self._clock_ns = -1  # the latest /clock time written
         self._held: list[tuple[str, str, int, bytes | memoryview]] = []
+        self._held_bytes = 0
 
     @property
     def held(self) -> int:
@@ -57,12 +60,13 @@ class ClockFirst:
             self._write(topic, msgtype, t_ns, raw)
         else:
             self._held.append((topic, msgtype, t_ns, raw))
-            if len(self._held) > MAX_HELD:
+            self._held_bytes += len(raw)
+            if len(self._held) > MAX_HELD or self._held_bytes > MAX_HELD_BYTES:
                 self.release()
 
     def release(self) -> None:
         """Write everything held, in the order it came (the bag is about to close)."""
-        held, self._held = self._held, []
+        held, self._held, self._held_bytes = self._held, [], 0
         for item in held:
             self._write(*item)
 
@@ -71,5 +75,6 @@ class ClockFirst:
         reached = [item for item in self._held if item[2] <= self._clock_ns]
         if reached:
             self._held = [item for item in self._held if item[2] > self._clock_ns]
+            self._held_bytes = sum(len(item[3]) for item in self._held)
             for item in reached:
                 self._write(*item)

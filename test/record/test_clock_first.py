@@ -52,3 +52,15 @@ def test_held_messages_are_bounded(monkeypatch):
     monkeypatch.setattr(clock_first, "MAX_HELD", 3)
     written = _order([("state", k) for k in range(1, 6)], release=False)
     assert written == [("state", k) for k in range(1, 5)]  # the fourth held released them all
+
+
+def test_held_bytes_are_bounded(monkeypatch):
+    monkeypatch.setattr(clock_first, "MAX_HELD_BYTES", 25)
+    written: list[int] = []
+    order = ClockFirst(lambda _topic, _type, t_ns, _raw: written.append(t_ns), CLOCK)
+    for t_ns in (1, 2, 3):
+        order.write("image", "sensor_msgs/msg/Image", t_ns, bytes(10))
+    assert written == [1, 2, 3] and order.held == 0  # the third image passed 25 bytes held
+    order.write("image", "sensor_msgs/msg/Image", 4, bytes(10))
+    order.write(CLOCK, "rosgraph_msgs/msg/Clock", 3, b"")  # not yet its time: held, the count started over
+    assert order.held == 1
