@@ -11,8 +11,11 @@ and against a CARLA 0.10 server (a scenario written in its town's coordinates):
 The same four executables and parameter names as `simforge run --layout processes`. The
 parameter file (``params_file``, config/simforge.yaml by default) holds the parameters; a
 launch argument given overrides the file's value, one left empty leaves it to the file.
-The arguments and the file are checked before any node starts (simforge_ros.launch_plan,
-as `simforge run` checks its options). The clock master ends the run; its exit ends the
+The arguments, the scenario, the run directory and the file are checked before any node
+starts (simforge_ros.launch_plan, as `simforge run` checks its options); an argument name
+within a typo of one of these is refused. Without ``out_dir`` (in neither), each run goes
+to /tmp/simforge-run, or /tmp/simforge-run-2, -3, ... once that holds one; the launch's
+first line says which. The clock master ends the run; its exit ends the
 launch, as does a participant's exit with a start-up error (status 2, its line said).
 
 Ctrl-C reaches every node of the launch at once: the clock master aborts the run at its
@@ -34,6 +37,7 @@ from launch import LaunchContext, LaunchDescription
 from launch.actions import (
     DeclareLaunchArgument,
     EmitEvent,
+    LogInfo,
     OpaqueFunction,
     RegisterEventHandler,
     SetEnvironmentVariable,
@@ -57,7 +61,8 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     """The nodes, once the launch arguments are known: each handed the parameter file and
     then the arguments given, typed as its parameters are declared. A bad argument or file
     ends the launch here, named, before any node starts."""
-    planned = plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file))
+    planned = plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file),
+                   others=list(context.launch_configurations))
     # a file of our own, not a dict: launch_ros writes a dict's strings unquoted, and rcl
     # reads run_id 08 as a double (params.params_yaml)
     fd, handed = tempfile.mkstemp(prefix="simforge_launch_", suffix=".yaml")
@@ -74,7 +79,8 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     ends = [RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_start_failed(name)))
             for name, node in nodes.items() if name != "clock_master"]
     forget = RegisterEventHandler(OnShutdown(on_shutdown=lambda _event, _context: _remove(handed)))
-    return [*nodes.values(), end_with_clock, *ends, forget]
+    where = LogInfo(msg=f"simforge: the run goes to {planned.nodes['recorder']['out_dir']}")
+    return [where, *nodes.values(), end_with_clock, *ends, forget]
 
 
 def _start_failed(name: str) -> Any:

@@ -18,14 +18,15 @@ node's own default; one given overrides the file, as ``--set`` does for `simforg
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import ConfigError, Problem
+from simforge_ros.core.errors import ConfigError, Printed, Problem
 from simforge_ros.core.faults import FaultPlan
 from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.params import (
@@ -94,7 +95,11 @@ ARGS: Mapping[str, LaunchArg] = {
 
 OUT_DIR = "/tmp/simforge-run"
 """The recorder's directory where neither an argument nor the file names one (the node
-itself has none: it needs one)."""
+itself has none: it needs one). Once it holds a run, the next launch takes OUT_DIR-2,
+OUT_DIR-3, ...: the recorder never overwrites a run, and a plain second launch was
+refused by it after its nodes had started."""
+MAX_OUT_DIRS = 10_000
+"""How many of OUT_DIR, OUT_DIR-2, ... a launch looks at for one holding no run."""
 RUN_ID = "launch"
 """The run id where neither an argument nor the file gives one."""
 
@@ -126,9 +131,66 @@ def _value(arg: str, node: str, name: str, text: str) -> Any:
     return coerce(node, name, value, source)
 
 
-def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
+def holds_run(path: Path) -> bool:
+    """Whether a run directory already holds a run (the recorder refuses to write there)."""
+    return (path / "bag").exists() or (path / "manifest.json").exists()
+
+
+def free_out_dir(base: str | None = None) -> str:
+    """``base`` (OUT_DIR), or the first of base-2, base-3, ... that holds no run."""
+    base = base if base is not None else OUT_DIR
+    for n in range(1, MAX_OUT_DIRS + 1):
+        candidate = base if n == 1 else f"{base}-{n}"
+        if not holds_run(Path(candidate)):
+            return candidate
+    return base  # all taken: the plan refuses it, naming out_dir
+
+
+def near_misses(names: Collection[str]) -> list[Problem]:
+    """Launch arguments within a typo of one of ARGS (``scenaro:=``): launch takes any
+    ``name:=value``, and one misspelt ran the default scenario, unsaid. A name further
+    from every one of ARGS is left alone: an including launch file may have its own."""
+    problems = []
+    for name in sorted(set(names) - set(ARGS)):
+        close = difflib.get_close_matches(name, list(ARGS), n=1, cutoff=0.8)
+        if close:
+            problems.append(Problem("launch arguments", name, f"one of the launch arguments (did you mean "
+                                                              f"{close[0]}?)", name))
+    return problems
+
+
+def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[str, str], params_file: Path,
+                       driver_node: bool) -> list[Problem]:
+    """The scenario, checked before any node starts as `simforge run` checks it: a wrong
+    one made the bridge and driver exit 2 after every node had started, the clock master
+    ended `aborted` and the recorder kept a run directory of nothing."""
+    from simforge_ros.engine.catalog import list_scenarios, load_scenario, names_a_file
+
+    bridge = str(merged["sim_bridge"].get("scenario", spec("sim_bridge", "scenario").default))
+    source, field = ((f"launch argument scenario:={given['scenario']}", "scenario") if given.get("scenario")
+                     else (str(params_file), "sim_bridge.scenario"))
+    problems = []
+    if driver_node:
+        theirs = str(merged["driver"].get("scenario", spec("driver", "scenario").default))
+        if theirs != bridge:
+            problems.append(Problem(str(params_file), "driver.scenario", f"the sim_bridge's scenario ({bridge})",
+                                    theirs))
+    backend = merged["sim_bridge"].get("backend", spec("sim_bridge", "backend").default)
+    if backend == "embedded":
+        try:
+            load_scenario(bridge)
+        except ValueError as err:  # ScenarioError names the file and field
+            problems.append(Problem(source, field, "a scenario the embedded backend can load", Printed(str(err))))
+    elif not (Path(bridge).is_file() if names_a_file(bridge) else bridge in list_scenarios()):
+        problems.append(Problem(source, field, f"an existing scenario file or one of {', '.join(list_scenarios())}",
+                                bridge))
+    return problems
+
+
+def plan(given: Mapping[str, str], default_params_file: Path, others: Collection[str] = ()) -> LaunchPlan:
     """What a launch starts with the launch arguments ``given`` (name -> text; an empty or
-    absent one is left to the parameter file; a name not in ARGS is not looked at: launch
+    absent one is left to the parameter file; ``others``: the other launch arguments' names,
+    of which only one within a typo of an argument here is refused (near_misses): launch
     itself takes any ``name:=value``, and an including launch file may have its own).
 
     Raises:
@@ -137,7 +199,7 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
             start-up (a period given in both units, a torch driver whose frame wait
             outlasts the clock master's call limit).
     """
-    problems: list[Problem] = []
+    problems: list[Problem] = near_misses(others)
     params_file = Path(given.get("params_file") or default_params_file)
     try:
         from_file = read_params_file(params_file)
@@ -154,8 +216,8 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
                 handed[node][name] = _value(arg, node, name, text)
             except ConfigError as err:
                 problems.extend(err.problems)
-    if not from_file.get("recorder", {}).get("out_dir"):
-        handed["recorder"].setdefault("out_dir", OUT_DIR)
+    if not from_file.get("recorder", {}).get("out_dir") and "out_dir" not in handed["recorder"]:
+        handed["recorder"]["out_dir"] = free_out_dir()
     # one run id for both nodes that take it: the manifest says the clock master's
     run_id = handed["clock_master"].get("run_id") or from_file.get("clock_master", {}).get("run_id") \
         or from_file.get("recorder", {}).get("run_id") or RUN_ID
@@ -175,6 +237,13 @@ def plan(given: Mapping[str, str], default_params_file: Path) -> LaunchPlan:
     # the driver node's parameters reach the recorder before step 0 (an external one has none)
     handed["recorder"]["await_driver"] = driver != EXTERNAL
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
+    out_dir = str(merged["recorder"].get("out_dir", ""))
+    if out_dir and holds_run(Path(out_dir)):
+        # the recorder refuses it too, but only once every node has started
+        problems.append(Problem(f"launch argument out_dir:={given['out_dir']}" if given.get("out_dir")
+                                else str(params_file) if from_file.get("recorder", {}).get("out_dir")
+                                else "launch", "out_dir", "a new run directory (never overwritten)", out_dir))
+    problems += _scenario_problems(merged, given, params_file, driver != EXTERNAL)
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
     problems += frame_problems(merged["sim_bridge"], f"{params_file} and the launch arguments")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from simforge_ros import launch_plan
 from simforge_ros.core.errors import ConfigError
 from simforge_ros.launch_plan import ARGS, NODES, OUT_DIR, RUN_ID, plan
 from simforge_ros.params import NODE_PARAMS, spec
@@ -15,6 +16,12 @@ from simforge_ros.runner import EXTERNAL, SURROUND
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "config" / "simforge.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _default_out_dir(tmp_path, monkeypatch):
+    """The default run directory in the test's own folder: this machine's may hold a run."""
+    monkeypatch.setattr(launch_plan, "OUT_DIR", str(tmp_path / "simforge-run"))
 
 
 def _file(tmp_path: Path, text: str) -> Path:
@@ -36,7 +43,7 @@ def test_with_no_argument_the_shipped_file_stands_and_the_recorder_gets_a_direct
     planned = plan({arg: "" for arg in ARGS}, SHIPPED)
     assert planned.params_file == SHIPPED
     assert planned.nodes == {
-        "recorder": {"out_dir": OUT_DIR, "run_id": RUN_ID, "await_driver": True},
+        "recorder": {"out_dir": launch_plan.OUT_DIR, "run_id": RUN_ID, "await_driver": True},
         "sim_bridge": {},
         "driver": {"policy": "route"},
         "clock_master": {"run_id": RUN_ID},
@@ -111,8 +118,73 @@ def test_an_empty_out_dir_in_the_file_gets_the_default_and_the_file_may_name_the
     mine = _file(tmp_path, "recorder:\n  ros__parameters:\n    out_dir: ''\n"
                            "/**/sim_bridge:\n  ros__parameters:\n    tf: true\n")
     planned = plan({"params_file": str(mine)}, SHIPPED)
-    assert planned.nodes["recorder"]["out_dir"] == OUT_DIR
+    assert planned.nodes["recorder"]["out_dir"] == launch_plan.OUT_DIR
     assert "tf" not in planned.nodes["sim_bridge"]  # the file's section for the bridge stands
+
+
+def test_without_an_out_dir_each_launch_gets_a_directory_holding_no_run_yet():
+    """The recorder never overwrites a run: a plain second launch was refused by it, after
+    every node had started."""
+    base = Path(launch_plan.OUT_DIR)
+    (base / "bag").mkdir(parents=True)  # a run, or one cut short
+    assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{base}-2"
+    Path(f"{base}-2").mkdir()
+    (Path(f"{base}-2") / "manifest.json").write_text("{}")
+    Path(f"{base}-3").mkdir()  # empty: no run yet
+    assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{base}-3"
+
+
+def test_an_out_dir_holding_a_run_is_refused_before_any_node_starts(tmp_path):
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "manifest.json").write_text("{}")
+    with pytest.raises(ConfigError) as err:
+        plan({"out_dir": str(kept)}, SHIPPED)
+    assert str(err.value) == (f"launch argument out_dir:={kept}: out_dir: expected a new run directory "
+                              f"(never overwritten), got '{kept}'")
+    mine = _file(tmp_path, f"recorder:\n  ros__parameters:\n    out_dir: {kept}\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(mine)}, SHIPPED)
+    assert str(err.value).startswith(f"{mine}: out_dir: expected a new run directory")
+
+
+def test_a_scenario_the_bridge_cannot_load_is_refused_before_any_node_starts(tmp_path):
+    """Before, the bridge and driver exited 2 once every node had started, the clock master
+    ended `aborted`, and the recorder kept a run directory of nothing."""
+    with pytest.raises(ConfigError) as err:
+        plan({"scenario": "rigth_turn"}, SHIPPED)
+    (line,) = str(err.value).splitlines()
+    assert line.startswith("launch argument scenario:=rigth_turn: scenario: expected a scenario the embedded "
+                           "backend can load, got "), line
+    assert "right_turn" in line  # the names there are
+    broken = _file(tmp_path, "name: broken\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"scenario": str(broken)}, SHIPPED)
+    assert str(err.value).startswith(f"launch argument scenario:={broken}: scenario: expected a scenario")
+    # a CARLA scenario is loaded against its server's map: here only that the file is there
+    with pytest.raises(ConfigError) as err:
+        plan({"backend": "carla", "scenario": str(tmp_path / "none.yaml")}, SHIPPED)
+    assert "scenario: expected an existing scenario file or one of" in str(err.value)
+    assert plan({"backend": "carla", "scenario": str(broken)}, SHIPPED).nodes["sim_bridge"]["backend"] == "carla"
+
+
+def test_a_file_whose_driver_follows_another_scenario_than_the_bridge_runs_is_refused(tmp_path):
+    mine = _file(tmp_path, "sim_bridge:\n  ros__parameters:\n    scenario: unprotected_left\n")
+    with pytest.raises(ConfigError) as err:
+        plan({"params_file": str(mine)}, SHIPPED)
+    assert str(err.value) == (f"{mine}: driver.scenario: expected the sim_bridge's scenario (unprotected_left), "
+                              "got 'right_turn'")
+    # an external driver is not ours: no driver node, nothing to hold it to
+    assert "driver" not in plan({"params_file": str(mine), "driver": "external"}, SHIPPED).nodes
+
+
+def test_an_argument_name_within_a_typo_of_one_is_refused_and_other_names_are_left_alone():
+    """launch takes any name:=value: scenaro:=unprotected_left ran right_turn, unsaid."""
+    with pytest.raises(ConfigError) as err:
+        plan({}, SHIPPED, others=["scenaro", "use_sim_time", "robot_namespace", "scenario", "out_dir"])
+    assert str(err.value) == ("launch arguments: scenaro: expected one of the launch arguments (did you mean "
+                              "scenario?), got 'scenaro'")
+    assert plan({}, SHIPPED, others=["use_sim_time", "robot_namespace", *ARGS]).nodes["driver"] == {"policy": "route"}
 
 
 def test_bad_arguments_are_named_all_at_once():
