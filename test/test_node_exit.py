@@ -103,3 +103,29 @@ def test_a_participant_missing_a_module_exits_2_with_its_line():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().endswith("driver: cannot start: No module named 'torch'")
+
+
+_FLOODED = """\
+import os, signal, subprocess, sys, time
+from simforge_ros.nodes.common import ignore_stop_signals
+signal.signal(signal.{name}, lambda *_: None)  # a node's own handler, as run_participant's
+flood = subprocess.Popen(["sh", "-c", "while kill -{short} {{pid}} 2>/dev/null; do :; done".format(pid=os.getpid())])
+time.sleep(0.3)  # the flood is on, and the handler takes each signal
+if {ignore}:
+    ignore_stop_signals()  # as run_participant does on its way out
+"""
+
+
+def test_a_stop_signal_as_the_interpreter_ends_no_longer_kills_a_node_that_has_done_its_part():
+    """Python puts the default action back for a handler of its own as the interpreter ends:
+    a signal then killed the node (exit -2), which `ros2 launch` logs as a death, after a
+    counted run (it sends SIGINT to every node still running once the clock master has
+    exited). Signals come without pause here; before ignore_stop_signals, every such
+    process died of one."""
+    for name in ("SIGINT", "SIGTERM"):
+        def flooded(ignore: bool, name: str = name) -> int:
+            code = _FLOODED.format(name=name, short=name[3:], ignore=ignore)
+            return subprocess.run([sys.executable, "-c", code], timeout=30).returncode
+
+        assert flooded(False) == -getattr(signal, name)  # what a node's exit was, without it
+        assert flooded(True) == 0, name
