@@ -1,0 +1,19 @@
+"""Stand-in for ros2/launch's top level (test double; see ../README.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class LaunchDescription:
+    def __init__(self, initial_entities: Iterable[Any] | None = None, *, deprecated_reason: str | None = None) -> None:
+        self.entities = list(initial_entities or [])
+
+
+class LaunchContext:
+    """Upstream's is made by the launch service; here it holds the launch configurations."""
+
+    def __init__(self, *, argv: Iterable[str] | None = None, noninteractive: bool = False,
+                 launch_configurations: Mapping[str, str] | None = None) -> None:
+        self.launch_configurations = dict(launch_configurations or {})

@@ -1,0 +1,1 @@
+"""Stand-in for launch_ros (test double; see ../README.md)."""
