@@ -116,7 +116,8 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     assert "from simforge_ros.params import params_yaml" in source
     function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
-    assert "plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file))" in body
+    assert ("plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file), "
+            "others=list(context.launch_configurations))") in body
     assert "file.write(params_yaml(planned.nodes))" in body and "for name in planned.nodes" in body
     # the clock master ends the run; its exit ends the launch
     assert "OnProcessExit(target_action=nodes['clock_master'], on_exit=[EmitEvent(event=Shutdown())])" in body
