@@ -12,11 +12,13 @@ The same four executables and parameter names as `simforge run --layout processe
 parameter file (``params_file``, config/simforge.yaml by default) holds the parameters; a
 launch argument given overrides the file's value, one left empty leaves it to the file.
 The arguments, the scenario, the run directory and the file are checked before any node
-starts (simforge_ros.launch_plan, as `simforge run` checks its options); an argument name
-within a typo of one of these is refused. Without ``out_dir`` (in neither), each run goes
-to /tmp/simforge-run, or /tmp/simforge-run-2, -3, ... once that holds one; the launch's
-first line says which. The clock master ends the run; its exit ends the
-launch, as does a participant's exit with a start-up error (status 2, its line said).
+starts (simforge_ros.launch_plan, as `simforge run` checks its options); an argument
+name within a typo of one of these is named in the launch's log (launch takes any
+``name:=value``, and an including file's own arguments may come close to these). Without
+``out_dir`` (in neither), each run goes to /tmp/simforge-run, or /tmp/simforge-run-2,
+-3, ... once that holds one; the launch's log says which. The clock master ends the run;
+its exit ends the launch, as does a participant's exit with a start-up error (status 2,
+its line said).
 
 Ctrl-C reaches every node of the launch at once: the clock master aborts the run at its
 next step, and the participants (SIMFORGE_UNDER_LAUNCH=1) serve until it has, so the run
@@ -79,8 +81,9 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     ends = [RegisterEventHandler(OnProcessExit(target_action=node, on_exit=_start_failed(name)))
             for name, node in nodes.items() if name != "clock_master"]
     forget = RegisterEventHandler(OnShutdown(on_shutdown=lambda _event, _context: _remove(handed)))
-    where = LogInfo(msg=f"simforge: the run goes to {planned.nodes['recorder']['out_dir']}")
-    return [where, *nodes.values(), end_with_clock, *ends, forget]
+    said = [LogInfo(msg=note) for note in planned.notes]
+    said.append(LogInfo(msg=f"simforge: the run goes to {planned.nodes['recorder']['out_dir']}"))
+    return [*said, *nodes.values(), end_with_clock, *ends, forget]
 
 
 def _start_failed(name: str) -> Any:

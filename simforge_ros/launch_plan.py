@@ -111,6 +111,7 @@ class LaunchPlan:
 
     params_file: Path
     nodes: dict[str, dict[str, Any]]
+    notes: tuple[str, ...] = ()  # for the launch's log (near_misses)
 
 
 def _value(arg: str, node: str, name: str, text: str) -> Any:
@@ -131,48 +132,68 @@ def _value(arg: str, node: str, name: str, text: str) -> Any:
     return coerce(node, name, value, source)
 
 
-def holds_run(path: Path) -> bool:
-    """Whether a run directory already holds a run (the recorder refuses to write there)."""
-    return (path / "bag").exists() or (path / "manifest.json").exists()
+def unusable_out_dir(path: Path) -> str | None:
+    """Why the recorder could not keep a new run in ``path``, or None: it holds a run (the
+    recorder never overwrites one), it is no directory, or it cannot be looked into (another
+    user's /tmp/simforge-run: Path.exists raised PermissionError, a traceback)."""
+    try:
+        if (path / "bag").exists() or (path / "manifest.json").exists():
+            return "it holds a run"
+        if path.exists() and not path.is_dir():
+            return "it is not a directory"
+    except OSError as err:
+        return f"it cannot be looked into ({err.strerror or err})"
+    return None
 
 
 def free_out_dir(base: str | None = None) -> str:
-    """``base`` (OUT_DIR), or the first of base-2, base-3, ... that holds no run."""
+    """``base`` (OUT_DIR), or the first of base-2, base-3, ... the recorder can use."""
     base = base if base is not None else OUT_DIR
     for n in range(1, MAX_OUT_DIRS + 1):
         candidate = base if n == 1 else f"{base}-{n}"
-        if not holds_run(Path(candidate)):
+        if unusable_out_dir(Path(candidate)) is None:
             return candidate
     return base  # all taken: the plan refuses it, naming out_dir
 
 
-def near_misses(names: Collection[str]) -> list[Problem]:
-    """Launch arguments within a typo of one of ARGS (``scenaro:=``): launch takes any
-    ``name:=value``, and one misspelt ran the default scenario, unsaid. A name further
-    from every one of ARGS is left alone: an including launch file may have its own."""
-    problems = []
+def near_misses(names: Collection[str]) -> list[str]:
+    """Notes on launch arguments within a typo of one of ARGS (``scenaro:=``): launch takes
+    any ``name:=value``, and one misspelt ran the default scenario, unsaid. Said, not
+    refused: launch configurations are not scoped, and an including launch file's own
+    arguments (``camera``, ``output_dir``) come within a typo of ours too."""
+    notes = []
     for name in sorted(set(names) - set(ARGS)):
         close = difflib.get_close_matches(name, list(ARGS), n=1, cutoff=0.8)
         if close:
-            problems.append(Problem("launch arguments", name, f"one of the launch arguments (did you mean "
-                                                              f"{close[0]}?)", name))
-    return problems
+            notes.append(f"simforge: launch argument {name} is none of simforge's (did you mean {close[0]}?); "
+                         "it sets nothing here")
+    return notes
+
+
+def _same_scenario(a: str, b: str) -> bool:
+    """One scenario, by name or by file (``./rt.yaml`` and ``rt.yaml`` are one)."""
+    from simforge_ros.engine.catalog import names_a_file
+
+    if names_a_file(a) and names_a_file(b):
+        return Path(a).resolve() == Path(b).resolve()
+    return a == b
 
 
 def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[str, str], params_file: Path,
-                       driver_node: bool) -> list[Problem]:
+                       route_driver: bool) -> list[Problem]:
     """The scenario, checked before any node starts as `simforge run` checks it: a wrong
     one made the bridge and driver exit 2 after every node had started, the clock master
-    ended `aborted` and the recorder kept a run directory of nothing."""
+    ended `aborted` and the recorder kept a run directory of nothing. The route follower
+    tracks its own copy of the scenario's route (the torch planner reads none)."""
     from simforge_ros.engine.catalog import list_scenarios, load_scenario, names_a_file
 
     bridge = str(merged["sim_bridge"].get("scenario", spec("sim_bridge", "scenario").default))
     source, field = ((f"launch argument scenario:={given['scenario']}", "scenario") if given.get("scenario")
                      else (str(params_file), "sim_bridge.scenario"))
     problems = []
-    if driver_node:
+    if route_driver:
         theirs = str(merged["driver"].get("scenario", spec("driver", "scenario").default))
-        if theirs != bridge:
+        if not _same_scenario(theirs, bridge):
             problems.append(Problem(str(params_file), "driver.scenario", f"the sim_bridge's scenario ({bridge})",
                                     theirs))
     backend = merged["sim_bridge"].get("backend", spec("sim_bridge", "backend").default)
@@ -190,7 +211,7 @@ def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[s
 def plan(given: Mapping[str, str], default_params_file: Path, others: Collection[str] = ()) -> LaunchPlan:
     """What a launch starts with the launch arguments ``given`` (name -> text; an empty or
     absent one is left to the parameter file; ``others``: the other launch arguments' names,
-    of which only one within a typo of an argument here is refused (near_misses): launch
+    of which one within a typo of an argument here gets a note (near_misses): launch
     itself takes any ``name:=value``, and an including launch file may have its own).
 
     Raises:
@@ -199,7 +220,7 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
             start-up (a period given in both units, a torch driver whose frame wait
             outlasts the clock master's call limit).
     """
-    problems: list[Problem] = near_misses(others)
+    problems: list[Problem] = []
     params_file = Path(given.get("params_file") or default_params_file)
     try:
         from_file = read_params_file(params_file)
@@ -238,12 +259,13 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
     handed["recorder"]["await_driver"] = driver != EXTERNAL
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
     out_dir = str(merged["recorder"].get("out_dir", ""))
-    if out_dir and holds_run(Path(out_dir)):
+    if out_dir and (why := unusable_out_dir(Path(out_dir))) is not None:
         # the recorder refuses it too, but only once every node has started
         problems.append(Problem(f"launch argument out_dir:={given['out_dir']}" if given.get("out_dir")
                                 else str(params_file) if from_file.get("recorder", {}).get("out_dir")
-                                else "launch", "out_dir", "a new run directory (never overwritten)", out_dir))
-    problems += _scenario_problems(merged, given, params_file, driver != EXTERNAL)
+                                else "launch", "out_dir", f"a new run directory (never overwritten; {why})",
+                                out_dir))
+    problems += _scenario_problems(merged, given, params_file, driver == "route")
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
     problems += frame_problems(merged["sim_bridge"], f"{params_file} and the launch arguments")
@@ -276,4 +298,4 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
                          else p for p in err.problems]
     if problems:
         raise ConfigError(problems)
-    return LaunchPlan(params_file, handed)
+    return LaunchPlan(params_file, handed, tuple(near_misses(others)))

@@ -130,8 +130,27 @@ def test_without_an_out_dir_each_launch_gets_a_directory_holding_no_run_yet():
     assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{base}-2"
     Path(f"{base}-2").mkdir()
     (Path(f"{base}-2") / "manifest.json").write_text("{}")
-    Path(f"{base}-3").mkdir()  # empty: no run yet
-    assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{base}-3"
+    Path(f"{base}-3").write_text("")  # no directory
+    Path(f"{base}-4").mkdir()  # empty: no run yet
+    assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{base}-4"
+
+
+def test_an_out_dir_that_cannot_be_looked_into_is_named_not_a_traceback(tmp_path, monkeypatch):
+    """Another user's /tmp/simforge-run (mode 700): Path.exists raised PermissionError."""
+    real_exists = Path.exists
+
+    def exists(path: Path, *args: object, **kwargs: object) -> bool:
+        if path.parent.name == "locked":
+            raise PermissionError(13, "Permission denied")
+        return real_exists(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    with pytest.raises(ConfigError) as err:
+        plan({"out_dir": str(tmp_path / "locked")}, SHIPPED)
+    assert str(err.value).endswith("out_dir: expected a new run directory (never overwritten; it cannot be looked "
+                                   f"into (Permission denied)), got '{tmp_path / 'locked'}'")
+    monkeypatch.setattr(launch_plan, "OUT_DIR", str(tmp_path / "locked"))
+    assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{tmp_path / 'locked'}-2"
 
 
 def test_an_out_dir_holding_a_run_is_refused_before_any_node_starts(tmp_path):
@@ -141,7 +160,11 @@ def test_an_out_dir_holding_a_run_is_refused_before_any_node_starts(tmp_path):
     with pytest.raises(ConfigError) as err:
         plan({"out_dir": str(kept)}, SHIPPED)
     assert str(err.value) == (f"launch argument out_dir:={kept}: out_dir: expected a new run directory "
-                              f"(never overwritten), got '{kept}'")
+                              f"(never overwritten; it holds a run), got '{kept}'")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    with pytest.raises(ConfigError, match="it is not a directory"):
+        plan({"out_dir": str(a_file)}, SHIPPED)
     mine = _file(tmp_path, f"recorder:\n  ros__parameters:\n    out_dir: {kept}\n")
     with pytest.raises(ConfigError) as err:
         plan({"params_file": str(mine)}, SHIPPED)
@@ -174,17 +197,25 @@ def test_a_file_whose_driver_follows_another_scenario_than_the_bridge_runs_is_re
         plan({"params_file": str(mine)}, SHIPPED)
     assert str(err.value) == (f"{mine}: driver.scenario: expected the sim_bridge's scenario (unprotected_left), "
                               "got 'right_turn'")
-    # an external driver is not ours: no driver node, nothing to hold it to
+    # an external driver is not ours, and the torch planner reads no scenario: nothing to hold
     assert "driver" not in plan({"params_file": str(mine), "driver": "external"}, SHIPPED).nodes
+    assert plan({"params_file": str(mine), "driver": "torch"}, SHIPPED).nodes["driver"]["policy"] == "torch"
+    # one file, named two ways
+    scenario = tmp_path / "rt.yaml"
+    scenario.write_text((ROOT / "config" / "scenarios" / "right_turn.yaml").read_text())
+    two_ways = _file(tmp_path, f"sim_bridge:\n  ros__parameters:\n    scenario: {scenario}\n"
+                               f"driver:\n  ros__parameters:\n    scenario: {tmp_path}/./rt.yaml\n")
+    assert plan({"params_file": str(two_ways)}, SHIPPED).nodes["driver"] == {"policy": "route"}
 
 
-def test_an_argument_name_within_a_typo_of_one_is_refused_and_other_names_are_left_alone():
-    """launch takes any name:=value: scenaro:=unprotected_left ran right_turn, unsaid."""
-    with pytest.raises(ConfigError) as err:
-        plan({}, SHIPPED, others=["scenaro", "use_sim_time", "robot_namespace", "scenario", "out_dir"])
-    assert str(err.value) == ("launch arguments: scenaro: expected one of the launch arguments (did you mean "
-                              "scenario?), got 'scenaro'")
-    assert plan({}, SHIPPED, others=["use_sim_time", "robot_namespace", *ARGS]).nodes["driver"] == {"policy": "route"}
+def test_an_argument_name_within_a_typo_of_one_is_named_and_other_names_are_left_alone():
+    """launch takes any name:=value: scenaro:=unprotected_left ran right_turn, unsaid. Said,
+    not refused: an including launch file's own arguments (camera, output_dir) are in the
+    same unscoped launch configurations, and come as close."""
+    planned = plan({}, SHIPPED, others=["scenaro", "use_sim_time", "robot_namespace", "scenario", "out_dir"])
+    assert planned.notes == ("simforge: launch argument scenaro is none of simforge's (did you mean scenario?); "
+                             "it sets nothing here",)
+    assert plan({}, SHIPPED, others=["use_sim_time", "robot_namespace", *ARGS]).notes == ()
 
 
 def test_bad_arguments_are_named_all_at_once():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -12,8 +12,7 @@ class LaunchDescription:
 
 
 class LaunchContext:
-    """Upstream's is made by the launch service; here it holds the launch configurations."""
+    """Upstream's is made by the launch service; of it, the launch configurations (a dict)."""
 
-    def __init__(self, *, argv: Iterable[str] | None = None, noninteractive: bool = False,
-                 launch_configurations: Mapping[str, str] | None = None) -> None:
-        self.launch_configurations = dict(launch_configurations or {})
+    def __init__(self, *, argv: Iterable[str] | None = None, noninteractive: bool = False) -> None:
+        self.launch_configurations: dict[str, str] = {}
