@@ -465,6 +465,9 @@ class Recorder:
 
     def _flush_record(self, now: float) -> None:
         """steps.jsonl and the bag's messages so far into their files (record.salvage)."""
+        last = self.assembler.last_record
+        if last is not None:  # its messages too, should its /clock not have come yet
+            self._bag_order.release_through(int(last["t_us"]) * 1000)
         self._steps_file.flush()
         self._bag.checkpoint()
         self._flush_at = now + _STEPS_FLUSH_S

@@ -9,9 +9,10 @@ step, where a live simulator (CARLA's ROS bridge, Gazebo) sends the clock first.
 
 ``ClockFirst`` holds a message stamped later than the last /clock written until the /clock
 of its time comes, and writes it right after that. What no /clock reaches (a refused
-step's state, the final status) is written when the bag is closed (``release``). A
-checkpoint does not release: what is held belongs to a step not yet complete, which
-steps.jsonl does not hold either.
+step's state, the final status) is written when the bag is closed (``release``). At a
+checkpoint, what belongs to a complete step goes out whether its /clock came or not
+(``release_through``): a killed recorder's bag then holds every step steps.jsonl holds
+(salvage); what is still held belongs to a step not yet complete.
 
 Only the order in the file changes: every message is written once, with its own log time,
 and no digest depends on the order (record.side_digests sums are order-free; the chains
@@ -69,6 +70,16 @@ class ClockFirst:
         held, self._held, self._held_bytes = self._held, [], 0
         for item in held:
             self._write(*item)
+
+    def release_through(self, t_ns: int) -> None:
+        """Write what is held of times up to ``t_ns`` (a complete step's), in the order it
+        came, /clock or not: a record steps.jsonl holds must be in the bag once it is flushed."""
+        if self._held and any(item[2] <= t_ns for item in self._held):
+            reached = [item for item in self._held if item[2] <= t_ns]
+            self._held = [item for item in self._held if item[2] > t_ns]
+            self._held_bytes = sum(len(item[3]) for item in self._held)
+            for item in reached:
+                self._write(*item)
 
     def _catch_up(self) -> None:
         """After a /clock: write what it reached, in the order it came; hold the rest."""

@@ -64,3 +64,17 @@ def test_held_bytes_are_bounded(monkeypatch):
     order.write("image", "sensor_msgs/msg/Image", 4, bytes(10))
     order.write(CLOCK, "rosgraph_msgs/msg/Clock", 3, b"")  # not yet its time: held, the count started over
     assert order.held == 1
+
+
+def test_a_checkpoint_writes_what_a_complete_step_holds_even_before_its_clock():
+    """steps.jsonl is flushed with the bag: a step it holds must be in the bag, should its
+    /clock come last (a killed recorder's salvage keeps what both hold)."""
+    written: list[tuple[str, int]] = []
+    order = ClockFirst(lambda topic, _type, t_ns, _raw: written.append((topic, t_ns)), CLOCK)
+    for topic, t_ns in [(CLOCK, 0), ("state", 100), ("timing", 100), ("state", 200)]:
+        order.write(topic, "x/msg/Y", t_ns, b"")
+    order.release_through(100)
+    assert written == [(CLOCK, 0), ("state", 100), ("timing", 100)] and order.held == 1
+    order.write(CLOCK, "rosgraph_msgs/msg/Clock", 100, b"")  # late: nothing held of its time
+    order.write(CLOCK, "rosgraph_msgs/msg/Clock", 200, b"")
+    assert written[3:] == [(CLOCK, 100), (CLOCK, 200), ("state", 200)]
