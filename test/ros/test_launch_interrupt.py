@@ -88,8 +88,9 @@ def test_the_signal_launch_sends_once_the_clock_master_has_exited_ends_no_partic
     An audit's stand-in for launch saw a participant on its way out after a counted run
     killed by it (exit -2, logged as an error) in 3 launches of 17, the signal coming as the
     interpreter ended. Here the signal comes again and again until each has exited, and
-    every one must exit 0 (this run did not hit that moment before the fix either:
-    test_node_exit holds the fix itself, with a signal sure to come then)."""
+    every one must exit 0. Without the fix this failed in a review's run ({'recorder': -2})
+    and passed in three of ours: test_node_exit holds the fix itself, with a signal sure
+    to come at that moment."""
     run_dir = tmp_path / "run"
     names, procs = _launch(ros_lease, tmp_path, {"out_dir": str(run_dir), "steps": "20"})
     by_name = dict(zip(names, procs, strict=True))
