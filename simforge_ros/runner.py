@@ -307,10 +307,17 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
             outcome = {"status": "refused", "steps": kept, "chain_digest": chain, "frames_digest": frames,
                        "refusal": {"code": code, "step": -1, "detail": exited}}
             exit_code = REFUSALS[code].exit_code
-    elif manifest is None and recorder_apart and (spec.out_dir / "steps.jsonl").is_file():
-        # no manifest (the recorder was killed): what it chained, not what the clock master stepped
-        kept, chain, frames = _kept_chain(spec.out_dir / "steps.jsonl")
-        outcome = {**outcome, "steps": kept, "chain_digest": chain, "frames_digest": frames}
+    else:
+        if outcome.get("status") == "counted" and outcome.get("refusal") is None and exit_code < 0:
+            # killed by a signal once it had said how the run ended (a Ctrl-C as its
+            # interpreter ended): its teardown, not the run, which stays counted (exit 254
+            # and "participant_error before step 0" beside a counted manifest, before)
+            notes = (f"the clock master was ended by {_exit_status(exit_code)} after it had said the run counted",)
+            exit_code = 0
+        if manifest is None and recorder_apart and (spec.out_dir / "steps.jsonl").is_file():
+            # no manifest (the recorder was killed): what it chained, not what the clock master stepped
+            kept, chain, frames = _kept_chain(spec.out_dir / "steps.jsonl")
+            outcome = {**outcome, "steps": kept, "chain_digest": chain, "frames_digest": frames}
     refusal = outcome["refusal"]
     if refusal is not None and (full := _disk_full(spec.out_dir)):
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
@@ -323,7 +330,9 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
         manifest = {**manifest, "status": "refused", "refusal": refusal}
     status = "counted" if refusal is None and exit_code == 0 else "refused"
     if status == "refused" and refusal is None:  # a crash after the loop: never reported as counted
-        refusal = {"code": "participant_error", "step": -1, "detail": f"clock master exited with {exit_code}"}
+        refusal = {"code": "participant_error", "step": int(outcome.get("steps") or 0),
+                   "detail": f"clock master exited with {_exit_status(exit_code)}"}
+        exit_code = REFUSALS["participant_error"].exit_code  # not the raw status (-2 exited 254)
     if status == "refused" and exit_code == 0:  # the manifest's refusal: a refused run never exits 0
         named = REFUSALS.get(str(refusal.get("code")))
         exit_code = named.exit_code if named is not None else EXIT_FAILURE

@@ -414,3 +414,24 @@ def test_the_renderer_keeps_only_the_cameras_it_draws():
     assert renderer._grids == {}
     renderer.render("front", Pose2D(0.0, 0.0, 0.0), [])
     assert list(renderer._grids) == ["front"]
+
+
+def test_a_clock_master_killed_after_it_said_the_run_counted_leaves_the_run_counted(tmp_path):
+    """A Ctrl-C as the clock master's interpreter ended (after its outcome line): `simforge
+    run` printed "refused:participant_error before step 0, clock master exited with -2"
+    and exited 254 beside a counted manifest that verified (a README audit, 2 Ctrl-Cs in 7)."""
+    from simforge_ros.core.errors import REFUSALS
+
+    spec = _spec(tmp_path)
+    spec.out_dir.mkdir(parents=True)
+    (spec.out_dir / "manifest.json").write_text(json.dumps(
+        {"scenario": "right_turn", "steps": 20, "chain_digest": "3" * 64, "status": "counted", "refusal": None}))
+    counted = {"status": "counted", "steps": 20, "chain_digest": "3" * 64, "refusal": None}
+    result = _result(spec, counted, -2)
+    assert (result.status, result.refusal, result.exit_code, result.steps) == ("counted", None, 0, 20)
+    assert result.notes == ("the clock master was ended by signal SIGINT after it had said the run counted",)
+    # a clock master that exits with an error after saying so is still no counted run, and
+    # its refusal names where the run had got to and a refusal's exit status
+    crashed = _result(spec, counted, 1)
+    assert crashed.status == "refused" and crashed.exit_code == REFUSALS["participant_error"].exit_code
+    assert crashed.refusal == {"code": "participant_error", "step": 20, "detail": "clock master exited with 1"}

@@ -80,6 +80,7 @@ from simforge_ros.nodes.common import (
     declare_params,
     exit_if_stuck,
     help_requested,
+    ignore_stop_signals,
     in_dds_domain,
     make_executor,
     period,
@@ -991,6 +992,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if rclpy.ok():
             rclpy.shutdown()
+        # a Ctrl-C as the interpreter ends killed it after it had said the run counted:
+        # `simforge run` exited 254 with "participant_error before step 0" beside a counted manifest
+        ignore_stop_signals()
 
 
 if __name__ == "__main__":
