@@ -331,13 +331,15 @@ def rcl_refusal(path: Path) -> str | None:
     for another node of the stack that rcl cannot parse (``x: [1, a]``, a node name with a
     dash) was left out with a note here, and under `ros2 launch` every node, ours too, then
     died at start-up with rcl's traceback."""
+    from simforge_ros.isolation import check_rmw
+
+    # an RMW not installed: rcl would end the process (exit 102), said as the environment's.
+    # Before importing rclpy: its import alone loads rcl, which checks RMW_IMPLEMENTATION
+    check_rmw()
     try:
         from rclpy.context import Context
     except ImportError:
         return None
-    from simforge_ros.isolation import check_rmw
-
-    check_rmw()  # an RMW not installed: rcl would end the process (exit 102), said as the environment's
     context = Context()
     with _quiet_stderr():  # rcl logs "Failed to parse global arguments" on fd 2 as well
         try:  # domain 0 and no logging: the environment's ROS_DOMAIN_ID and log dir are not this check's

@@ -435,3 +435,20 @@ def test_a_clock_master_killed_after_it_said_the_run_counted_leaves_the_run_coun
     crashed = _result(spec, counted, 1)
     assert crashed.status == "refused" and crashed.exit_code == REFUSALS["participant_error"].exit_code
     assert crashed.refusal == {"code": "participant_error", "step": 20, "detail": "clock master exited with 1"}
+
+
+def test_an_rmw_not_installed_is_named_with_a_parameter_file_too(tmp_path):
+    """A fresh `simforge run --params-file` imported rclpy to ask rcl about the file before it
+    checked RMW_IMPLEMENTATION, and rcl's load ended the process (exit 102) with its own
+    line (a README audit; without the file the check came first)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
+    done = subprocess.run([str(Path(sys.executable).with_name("simforge")), "run", "--params-file",
+                           str(root / "config" / "simforge.yaml"), "--steps", "2", "--out", str(tmp_path / "runs")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "environment: RMW_IMPLEMENTATION: expected an RMW installed here" in done.stderr
+    assert not (tmp_path / "runs").exists()
