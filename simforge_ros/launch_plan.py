@@ -202,6 +202,8 @@ def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[s
             load_scenario(bridge)
         except ValueError as err:  # ScenarioError names the file and field
             problems.append(Problem(source, field, "a scenario the embedded backend can load", Printed(str(err))))
+        except OSError as err:  # a file that cannot be read (its mode)
+            problems.append(Problem(source, field, "a scenario file that can be read", Printed(str(err))))
     elif not (Path(bridge).is_file() if names_a_file(bridge) else bridge in list_scenarios()):
         problems.append(Problem(source, field, f"an existing scenario file or one of {', '.join(list_scenarios())}",
                                 bridge))
