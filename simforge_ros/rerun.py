@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, Problem, SimforgeError
-from simforge_ros.params import read_params_file
+from simforge_ros.params import read_params_file, validate
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import out_dir_problem, parse, say
@@ -54,6 +54,30 @@ def read_params(path: Path, notes: list[str] | None = None) -> dict[str, dict[st
     if "clock_master" not in params or "scenario" not in params.get("sim_bridge", {}):
         raise RunDirError(path, "expected the clock_master's parameters and the sim_bridge's scenario")
     return params
+
+
+def params_from_manifest(run: RunDir) -> dict[str, dict[str, Any]] | None:
+    """The parameters each of the run's nodes reported (the manifest's nodes.NAME.params),
+    for a run made without `simforge run` (``ros2 launch``, ``ros2 run``), which leaves no
+    params.yaml: its rerun was refused for the file missing. A period's unit left unset
+    (null) and the run's own out_dir and run_id are left out; None when the manifest holds
+    no clock master's parameters and bridge's scenario.
+
+    Raises:
+        ConfigError: a value the nodes would refuse (a manifest edited since).
+    """
+    nodes = run.manifest.get("nodes")
+    if not isinstance(nodes, Mapping):
+        return None
+    params: dict[str, dict[str, Any]] = {}
+    for name in ("clock_master", "sim_bridge", "driver", "recorder"):
+        entry = nodes.get(name)
+        values = entry.get("params") if isinstance(entry, Mapping) else None
+        if isinstance(values, Mapping):
+            params[name] = {k: v for k, v in values.items() if v is not None and k not in ("out_dir", "run_id")}
+    if "clock_master" not in params or "scenario" not in params.get("sim_bridge", {}):
+        return None
+    return validate(params, f"{run.path / 'manifest.json'} (its nodes' parameters)")
 
 
 def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path, run_id: str,
@@ -195,7 +219,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.hold_at_step < -1:
             raise ConfigError.single("--hold-at-step", "hold_at_step", "a step >= 0 (-1: never)", args.hold_at_step)
         notes: list[str] = []
-        params = read_params(kept.path / PARAMS, notes)
+        reported = params_from_manifest(kept) if not (kept.path / PARAMS).exists() else None
+        if reported is not None:
+            params = reported
+            notes.append(f"{kept.path / PARAMS} is missing (a run not started by simforge run: ros2 launch, ros2 "
+                         "run): the parameters its nodes reported, in its manifest, are asked again")
+        else:
+            params = read_params(kept.path / PARAMS, notes)
         for note in notes:
             say("rerun", note)  # as `simforge run --params-file` says its own
         # wall-clock settings of this rerun's own (validated with the rest by the runner)

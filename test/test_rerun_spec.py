@@ -163,3 +163,32 @@ def test_a_frame_wait_the_clock_master_would_not_outwait_is_named() -> None:
         "frame_timeout_ms"] == 2999
     assert node_params(RunSpec("right_turn", Path("/runs/a"), "a", sets=short))["clock_master"][
         "participant_timeout_ms"] == 3000
+
+
+def test_a_run_without_params_yaml_is_asked_again_what_its_nodes_reported() -> None:
+    """ros2 launch and ros2 run leave no params.yaml; the manifest keeps what each node
+    reported: a period's unset unit (null) and the run's own out_dir and run_id are left out."""
+    from simforge_ros.rerun import params_from_manifest
+
+    nodes = {
+        "clock_master": {"params": {"decision_us": 100000, "decision_s": None, "run_id": "launch", "seed": 3,
+                                    "steps": 15, "latency_us": 0}},
+        "sim_bridge": {"params": {"scenario": "red_signal", "tick_us": 20000, "tick_s": None, "faults": []}},
+        "driver": {"params": {"policy": "route", "scenario": "red_signal"}},
+        "recorder": {"params": {"out_dir": "/tmp/simforge-run", "run_id": "launch", "storage": "sqlite3"}},
+        "sim_bridge/backend": {"params": {"engine_sha256": "ab"}},  # what the bridge says of its engine
+    }
+    run = SimpleNamespace(path=Path("/runs/launch"), manifest={"nodes": nodes})
+    params = params_from_manifest(run)  # type: ignore[arg-type]
+    assert params == {"clock_master": {"decision_us": 100000, "seed": 3, "steps": 15, "latency_us": 0},
+                      "sim_bridge": {"scenario": "red_signal", "tick_us": 20000, "faults": []},
+                      "driver": {"policy": "route", "scenario": "red_signal"}, "recorder": {"storage": "sqlite3"}}
+    spec = spec_for(run, params, Path("/runs/b"), "b", "processes")  # type: ignore[arg-type]
+    assert (spec.scenario, spec.seed, spec.steps, spec.driver) == ("red_signal", 3, 15, "route")
+    # an external driver reports nothing: no driver section, and the rerun's driver is external again
+    del nodes["driver"]
+    assert spec_for(run, params_from_manifest(run), Path("/runs/b"), "b", "processes").driver == "external"  # type: ignore[arg-type]
+    nodes["clock_master"]["params"]["seed"] = -1  # a manifest edited since: named, as a file would be
+    with pytest.raises(ConfigError, match=r"manifest.json \(its nodes' parameters\): clock_master.seed"):
+        params_from_manifest(run)  # type: ignore[arg-type]
+    assert params_from_manifest(SimpleNamespace(path=Path("/r"), manifest={"nodes": {}})) is None  # type: ignore[arg-type]

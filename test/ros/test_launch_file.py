@@ -133,6 +133,12 @@ def test_the_installed_launch_file_starts_the_four_nodes_to_a_counted_run(ros_le
     assert (manifest["status"], manifest["steps"], manifest["run_id"]) == ("counted", 12, "launched"), logs
     checked = simforge("verify", str(run_dir), cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # a launched run has no params.yaml (simforge run writes it): its rerun asks what its
+    # nodes reported in the manifest (it was refused, the file missing)
+    assert not (run_dir / "params.yaml").exists()
+    again = simforge("rerun", str(run_dir), "--out", str(tmp_path / "reruns"), cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.endswith("repeated bit for bit\n"), again.stdout + again.stderr
+    assert "params.yaml is missing (a run not started by simforge run" in again.stderr
 
     # the launch file's own parameter file stays until the launch ends, and then goes
     handed = Path(nodes[0]["parameters"][1])
