@@ -75,8 +75,12 @@ TARGETS = {
     "camera_overhead_single": ("<= 1.25", lambda v: v is not None and v <= 1.25),
     "hash_efficiency": (">= 0.80", lambda v: v is not None and v >= 0.80),
     "lost_messages": ("== 0", lambda v: v == 0),
-    "rss_growth": ("<= 1.10 (flat)", lambda v: v is not None and v <= 1.10),
+    "rss_growth": ("<= 1.01 (flat)", lambda v: v is not None and v <= 1.01),
 }
+"""The issue's targets as the bench judges them. ``rss_growth``: a node's VmHWM (about
+95 MB) may grow 1 % from step 1 000 to 20 000, 50 bytes a step; 1.10 passed as flat a clock
+master that grew 75 bytes a step in a straight line (x1.023 and x1.026 in two full
+benches, session 30), and VmHWM varies by a few tenths of a per cent by itself here."""
 
 
 def machine() -> dict[str, Any]:

@@ -25,13 +25,15 @@ def engine_speed(steps: int, cameras: tuple[str, ...], scenario: str = "right_tu
     tick_ns = (time.perf_counter_ns() - t0) / (steps * ticks)
     render_ms: dict[str, list[float]] = {c: [] for c in cameras}
     frames = max(5, steps // 20)
+    size: list[int] = []
     for _ in range(frames):
         backend.advance(0.0, 0.0, ticks)
         for camera in cameras:
             t1 = time.perf_counter_ns()
             frame = backend.render(camera, backend.time_us(), (0.0, 0.0))
-            _ = frame.pixels  # named at render(), drawn on first use: time the drawing too
+            pixels = frame.pixels  # named at render(), drawn on first use: time the drawing too
             render_ms[camera].append((time.perf_counter_ns() - t1) / 1e6)
+            size = [int(pixels.shape[1]), int(pixels.shape[0])]
     per_camera = {c: summary(v) for c, v in render_ms.items()}
     every = [x for v in render_ms.values() for x in v]
     return {
@@ -39,7 +41,7 @@ def engine_speed(steps: int, cameras: tuple[str, ...], scenario: str = "right_tu
         "tick_us": tick_ns / 1000.0,
         "render_ms_per_frame": summary(every),
         "render_ms_by_camera": per_camera,
-        "frame_size": [320, 180],
+        "frame_size": size,  # as drawn (the backend's default), width x height
     }
 
 
