@@ -82,7 +82,7 @@ def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
             for name, node in nodes.items() if name != "clock_master"]
     forget = RegisterEventHandler(OnShutdown(on_shutdown=lambda _event, _context: _remove(handed)))
     said = [LogInfo(msg=note) for note in planned.notes]
-    said.append(LogInfo(msg=f"simforge: the run goes to {planned.nodes['recorder']['out_dir']}"))
+    said.append(LogInfo(msg=f"simforge: the run goes to {planned.out_dir}"))
     return [*said, *nodes.values(), end_with_clock, *ends, forget]
 
 

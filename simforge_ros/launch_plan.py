@@ -18,7 +18,6 @@ node's own default; one given overrides the file, as ``--set`` does for `simforg
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,9 +34,11 @@ from simforge_ros.params import (
     check_run_span,
     coerce,
     frame_problems,
+    meant_as,
     read_params_file,
     spec,
 )
+from simforge_ros.record.rundir import unusable_run_dir
 from simforge_ros.runner import DRIVERS, EXTERNAL, check_camera_faults
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -111,6 +112,7 @@ class LaunchPlan:
 
     params_file: Path
     nodes: dict[str, dict[str, Any]]
+    out_dir: str  # the run's directory, from an argument, the file or free_out_dir
     notes: tuple[str, ...] = ()  # for the launch's log (near_misses)
 
 
@@ -132,28 +134,13 @@ def _value(arg: str, node: str, name: str, text: str) -> Any:
     return coerce(node, name, value, source)
 
 
-def unusable_out_dir(path: Path) -> str | None:
-    """Why the recorder could not keep a new run in ``path``, or None: it holds a run (the
-    recorder never overwrites one), it is no directory, or it cannot be looked into (another
-    user's /tmp/simforge-run: Path.exists raised PermissionError, a traceback)."""
-    try:
-        if (path / "bag").exists() or (path / "manifest.json").exists():
-            return "it holds a run"
-        if path.exists() and not path.is_dir():
-            return "it is not a directory"
-    except OSError as err:
-        return f"it cannot be looked into ({err.strerror or err})"
-    return None
-
-
-def free_out_dir(base: str | None = None) -> str:
-    """``base`` (OUT_DIR), or the first of base-2, base-3, ... the recorder can use."""
-    base = base if base is not None else OUT_DIR
+def free_out_dir() -> str:
+    """OUT_DIR, or the first of OUT_DIR-2, OUT_DIR-3, ... the recorder can use."""
     for n in range(1, MAX_OUT_DIRS + 1):
-        candidate = base if n == 1 else f"{base}-{n}"
-        if unusable_out_dir(Path(candidate)) is None:
+        candidate = OUT_DIR if n == 1 else f"{OUT_DIR}-{n}"
+        if unusable_run_dir(Path(candidate)) is None:
             return candidate
-    return base  # all taken: the plan refuses it, naming out_dir
+    return OUT_DIR  # all taken: the plan refuses it, naming out_dir
 
 
 def near_misses(names: Collection[str]) -> list[str]:
@@ -161,13 +148,8 @@ def near_misses(names: Collection[str]) -> list[str]:
     any ``name:=value``, and one misspelt ran the default scenario, unsaid. Said, not
     refused: launch configurations are not scoped, and an including launch file's own
     arguments (``camera``, ``output_dir``) come within a typo of ours too."""
-    notes = []
-    for name in sorted(set(names) - set(ARGS)):
-        close = difflib.get_close_matches(name, list(ARGS), n=1, cutoff=0.8)
-        if close:
-            notes.append(f"simforge: launch argument {name} is none of simforge's (did you mean {close[0]}?); "
-                         "it sets nothing here")
-    return notes
+    return [f"simforge: launch argument {name} is none of simforge's (did you mean {meant}?); it sets nothing here"
+            for name in sorted(set(names) - set(ARGS)) if (meant := meant_as(name, ARGS)) is not None]
 
 
 def _same_scenario(a: str, b: str) -> bool:
@@ -185,7 +167,7 @@ def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[s
     one made the bridge and driver exit 2 after every node had started, the clock master
     ended `aborted` and the recorder kept a run directory of nothing. The route follower
     tracks its own copy of the scenario's route (the torch planner reads none)."""
-    from simforge_ros.engine.catalog import list_scenarios, load_scenario, names_a_file
+    from simforge_ros.engine.catalog import load_scenario
 
     bridge = str(merged["sim_bridge"].get("scenario", spec("sim_bridge", "scenario").default))
     source, field = ((f"launch argument scenario:={given['scenario']}", "scenario") if given.get("scenario")
@@ -196,17 +178,12 @@ def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[s
         if not _same_scenario(theirs, bridge):
             problems.append(Problem(str(params_file), "driver.scenario", f"the sim_bridge's scenario ({bridge})",
                                     theirs))
-    backend = merged["sim_bridge"].get("backend", spec("sim_bridge", "backend").default)
-    if backend == "embedded":
-        try:
-            load_scenario(bridge)
-        except ValueError as err:  # ScenarioError names the file and field
-            problems.append(Problem(source, field, "a scenario the embedded backend can load", Printed(str(err))))
-        except OSError as err:  # a file that cannot be read (its mode)
-            problems.append(Problem(source, field, "a scenario file that can be read", Printed(str(err))))
-    elif not (Path(bridge).is_file() if names_a_file(bridge) else bridge in list_scenarios()):
-        problems.append(Problem(source, field, f"an existing scenario file or one of {', '.join(list_scenarios())}",
-                                bridge))
+    try:
+        load_scenario(bridge)  # as either backend loads it first (CARLA's then places it on its map)
+    except ValueError as err:  # ScenarioError names the file and field
+        problems.append(Problem(source, field, "a scenario the bridge can load", Printed(str(err))))
+    except OSError as err:  # a file that cannot be read (its mode)
+        problems.append(Problem(source, field, "a scenario file that can be read", Printed(str(err))))
     return problems
 
 
@@ -261,7 +238,7 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
     handed["recorder"]["await_driver"] = driver != EXTERNAL
     merged = {node: {**from_file.get(node, {}), **handed.get(node, {})} for node in NODES}
     out_dir = str(merged["recorder"].get("out_dir", ""))
-    if out_dir and (why := unusable_out_dir(Path(out_dir))) is not None:
+    if out_dir and (why := unusable_run_dir(Path(out_dir))) is not None:
         # the recorder refuses it too, but only once every node has started
         problems.append(Problem(f"launch argument out_dir:={given['out_dir']}" if given.get("out_dir")
                                 else str(params_file) if from_file.get("recorder", {}).get("out_dir")
@@ -300,4 +277,4 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
                          else p for p in err.problems]
     if problems:
         raise ConfigError(problems)
-    return LaunchPlan(params_file, handed, tuple(near_misses(others)))
+    return LaunchPlan(params_file, handed, out_dir, tuple(near_misses(others)))

@@ -153,6 +153,16 @@ def test_an_out_dir_that_cannot_be_looked_into_is_named_not_a_traceback(tmp_path
     assert plan({}, SHIPPED).nodes["recorder"]["out_dir"] == f"{tmp_path / 'locked'}-2"
 
 
+def test_the_plan_names_the_run_directory_wherever_it_comes_from(tmp_path):
+    """The launch logs it: one named by the file only was no key of the nodes' handed
+    parameters, and the launch file's lookup raised KeyError."""
+    assert plan({}, SHIPPED).out_dir == launch_plan.OUT_DIR
+    assert plan({"out_dir": str(tmp_path / "a")}, SHIPPED).out_dir == str(tmp_path / "a")
+    mine = _file(tmp_path, f"recorder:\n  ros__parameters:\n    out_dir: {tmp_path / 'b'}\n")
+    planned = plan({"params_file": str(mine)}, SHIPPED)
+    assert planned.out_dir == str(tmp_path / "b") and "out_dir" not in planned.nodes["recorder"]
+
+
 def test_an_out_dir_holding_a_run_is_refused_before_any_node_starts(tmp_path):
     kept = tmp_path / "kept"
     kept.mkdir()
@@ -177,18 +187,18 @@ def test_a_scenario_the_bridge_cannot_load_is_refused_before_any_node_starts(tmp
     with pytest.raises(ConfigError) as err:
         plan({"scenario": "rigth_turn"}, SHIPPED)
     (line,) = str(err.value).splitlines()
-    assert line.startswith("launch argument scenario:=rigth_turn: scenario: expected a scenario the embedded "
-                           "backend can load, got "), line
+    assert line.startswith("launch argument scenario:=rigth_turn: scenario: expected a scenario the bridge can "
+                           "load, got "), line
     assert "right_turn" in line  # the names there are
     broken = _file(tmp_path, "name: broken\n")
     with pytest.raises(ConfigError) as err:
         plan({"scenario": str(broken)}, SHIPPED)
     assert str(err.value).startswith(f"launch argument scenario:={broken}: scenario: expected a scenario")
-    # a CARLA scenario is loaded against its server's map: here only that the file is there
-    with pytest.raises(ConfigError) as err:
-        plan({"backend": "carla", "scenario": str(tmp_path / "none.yaml")}, SHIPPED)
-    assert "scenario: expected an existing scenario file or one of" in str(err.value)
-    assert plan({"backend": "carla", "scenario": str(broken)}, SHIPPED).nodes["sim_bridge"]["backend"] == "carla"
+    # the carla backend loads it the same way first (then places it on its server's map)
+    for scenario in (tmp_path / "none.yaml", broken):
+        with pytest.raises(ConfigError, match="scenario: expected a scenario the bridge can load"):
+            plan({"backend": "carla", "scenario": str(scenario)}, SHIPPED)
+    assert plan({"backend": "carla", "scenario": "right_turn"}, SHIPPED).nodes["sim_bridge"]["backend"] == "carla"
 
 
 def test_a_file_whose_driver_follows_another_scenario_than_the_bridge_runs_is_refused(tmp_path):

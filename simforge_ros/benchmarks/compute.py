@@ -33,7 +33,8 @@ def engine_speed(steps: int, cameras: tuple[str, ...], scenario: str = "right_tu
             frame = backend.render(camera, backend.time_us(), (0.0, 0.0))
             pixels = frame.pixels  # named at render(), drawn on first use: time the drawing too
             render_ms[camera].append((time.perf_counter_ns() - t1) / 1e6)
-            size = [int(pixels.shape[1]), int(pixels.shape[0])]
+    if cameras:
+        size = [int(pixels.shape[1]), int(pixels.shape[0])]  # as drawn (the backend's default)
     per_camera = {c: summary(v) for c, v in render_ms.items()}
     every = [x for v in render_ms.values() for x in v]
     return {
@@ -41,7 +42,7 @@ def engine_speed(steps: int, cameras: tuple[str, ...], scenario: str = "right_tu
         "tick_us": tick_ns / 1000.0,
         "render_ms_per_frame": summary(every),
         "render_ms_by_camera": per_camera,
-        "frame_size": size,  # as drawn (the backend's default), width x height
+        "frame_size": size,  # width, height
     }
 
 

@@ -83,8 +83,8 @@ class WallTimes:
             return
         self._rest_total += ns
         self._rest_max = ns if self._rest_max is None else max(self._rest_max, ns)
-        # the histogram is kept from the start, a bucket a time: folded all at once at the
-        # limit, 65 536 times took 10 ms, inside the step being timed (when the limit was 65 536)
+        # the histogram is kept from the start, a bucket a time: folding the old limit's
+        # 65 536 times at once took 10 ms, inside the step being timed
         key = _bucket(ns)
         self._counts[key] = self._counts.get(key, 0) + 1
         if self._rest is not None:

@@ -64,6 +64,7 @@ from simforge_ros.record.bag import BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.clock_first import ClockFirst
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
+from simforge_ros.record.rundir import unusable_run_dir
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
@@ -143,8 +144,9 @@ class Recorder:
         if not values["out_dir"]:
             raise ConfigError.single(NAME, "out_dir", "a directory path for the run", values["out_dir"])
         self.out_dir = Path(values["out_dir"])
-        if (self.out_dir / "bag").exists() or (self.out_dir / "manifest.json").exists():
-            raise ConfigError.single(NAME, "out_dir", "a new run directory (never overwritten)", str(self.out_dir))
+        if (why := unusable_run_dir(self.out_dir)) is not None:
+            raise ConfigError.single(NAME, "out_dir", f"a new run directory (never overwritten; {why})",
+                                     str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self._values = values
         self._faults = node_faults(values, NAME).for_node(NAME)

@@ -27,6 +27,7 @@ from typing import TypeAlias
 from simforge_ros import topics
 
 Write: TypeAlias = Callable[[str, str, int, "bytes | memoryview"], None]
+_Held: TypeAlias = "tuple[str, str, int, bytes | memoryview]"  # topic, type, log time, bytes
 
 MAX_HELD = 512
 MAX_HELD_BYTES = 64 << 20
@@ -42,7 +43,7 @@ class ClockFirst:
         self._write = write
         self._clock_topic = clock_topic
         self._clock_ns = -1  # the latest /clock time written
-        self._held: list[tuple[str, str, int, bytes | memoryview]] = []
+        self._held: list[_Held] = []
         self._held_bytes = 0
 
     @property
@@ -56,7 +57,7 @@ class ClockFirst:
             if t_ns > self._clock_ns:
                 self._clock_ns = t_ns
                 if self._held:
-                    self._catch_up()
+                    self.release_through(t_ns)
         elif t_ns <= self._clock_ns:
             self._write(topic, msgtype, t_ns, raw)
         else:
@@ -72,20 +73,15 @@ class ClockFirst:
             self._write(*item)
 
     def release_through(self, t_ns: int) -> None:
-        """Write what is held of times up to ``t_ns`` (a complete step's), in the order it
-        came, /clock or not: a record steps.jsonl holds must be in the bag once it is flushed."""
-        if self._held and any(item[2] <= t_ns for item in self._held):
-            reached = [item for item in self._held if item[2] <= t_ns]
-            self._held = [item for item in self._held if item[2] > t_ns]
-            self._held_bytes = sum(len(item[3]) for item in self._held)
-            for item in reached:
-                self._write(*item)
-
-    def _catch_up(self) -> None:
-        """After a /clock: write what it reached, in the order it came; hold the rest."""
-        reached = [item for item in self._held if item[2] <= self._clock_ns]
+        """Write what is held of times up to ``t_ns``, in the order it came: after the
+        /clock of ``t_ns``, and at a checkpoint a complete step's, /clock or not (a record
+        steps.jsonl holds must be in the bag once it is flushed)."""
+        reached: list[_Held] = []
+        kept: list[_Held] = []
+        for item in self._held:
+            (reached if item[2] <= t_ns else kept).append(item)
         if reached:
-            self._held = [item for item in self._held if item[2] > self._clock_ns]
-            self._held_bytes = sum(len(item[3]) for item in self._held)
+            self._held = kept
+            self._held_bytes -= sum(len(item[3]) for item in reached)
             for item in reached:
                 self._write(*item)

@@ -191,6 +191,20 @@ def still_running(path: Path) -> str | None:
     return holder if holds_run(holder, path) else None
 
 
+def unusable_run_dir(path: Path) -> str | None:
+    """Why a new run cannot be kept in ``path``, or None: it holds a run already (a bag or
+    a manifest: never overwritten), it is no directory, or it cannot be looked into
+    (another user's /tmp/simforge-run: Path.exists raised PermissionError)."""
+    try:
+        if (path / "bag").exists() or (path / MANIFEST).exists():
+            return "it holds a run"
+        if path.exists() and not path.is_dir():
+            return "it is not a directory"
+    except OSError as err:
+        return f"it cannot be looked into ({err.strerror or err})"
+    return None
+
+
 def holds_run(holder: str | None, path: Path) -> bool:
     """Whether a domain's holder (isolation.domain_holder's words) is the `simforge run` of
     the run in ``path``."""
