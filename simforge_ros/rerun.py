@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, Problem, SimforgeError
-from simforge_ros.params import read_params_file, validate
+from simforge_ros.params import NODE_PARAMS, read_params_file, validate
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
 from simforge_ros.tools import out_dir_problem, parse, say
@@ -70,7 +70,7 @@ def params_from_manifest(run: RunDir) -> dict[str, dict[str, Any]] | None:
     if not isinstance(nodes, Mapping):
         return None
     params: dict[str, dict[str, Any]] = {}
-    for name in ("clock_master", "sim_bridge", "driver", "recorder"):
+    for name in NODE_PARAMS:  # the bridge's backend entry (sim_bridge/backend) is no node's parameters
         entry = nodes.get(name)
         values = entry.get("params") if isinstance(entry, Mapping) else None
         if isinstance(values, Mapping):
