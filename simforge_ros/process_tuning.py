@@ -207,6 +207,23 @@ LAUNCHER_ENV = "SIMFORGE_LAUNCHER_PID"
 """Set by `simforge run` for the nodes it starts: its own pid (see watch_launcher)."""
 LAUNCHER_POLL_S = 0.2  # wall clock: how often a node looks for its launcher
 
+OUTCOME_FD_ENV = "SIMFORGE_OUTCOME_FD"
+"""Set by `simforge run` for the clock master it starts: a pipe's write end that the clock
+master's outcome line also goes to. Its log is on the run's disk: a full disk kept the line
+from the log, and a run refused at step 57 for that disk read "participant_error before
+step 0"."""
+
+
+def tell_outcome(line: str, environ: Mapping[str, str] | None = None) -> None:
+    """Write ``line`` to the OUTCOME_FD_ENV pipe, if this process was given one."""
+    raw = (os.environ if environ is None else environ).get(OUTCOME_FD_ENV, "")
+    if not raw.isdigit():
+        return
+    data = (line + "\n").encode()
+    with contextlib.suppress(OSError):  # the runner gone: nobody to tell
+        while data:
+            data = data[os.write(int(raw), data):]
+
 
 def launcher_pid(environ: Mapping[str, str] | None = None) -> int | None:
     """The pid of the `simforge run` that started this process, or None (started by

@@ -59,13 +59,15 @@ from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import (
     HELD_SIGNALS,
     LAUNCHER_ENV,
+    OUTCOME_FD_ENV,
     STACKS_SIGNAL,
     TEARDOWN_CUT,
     TEARDOWN_SIGNAL,
     ended_if_stuck,
 )
 from simforge_ros.record.manifest import write_json
-from simforge_ros.record.rundir import DOMAIN, PARAMS, RUNNER_REFUSAL
+from simforge_ros.record.reserve import RESERVE
+from simforge_ros.record.rundir import DOMAIN, PARAMS, RUNNER_REFUSAL, kept_chain
 from simforge_ros.resources import use_fastdds_profile
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -264,20 +266,9 @@ def _disk_full(out_dir: Path) -> str:
 
 def _kept_chain(steps_file: Path) -> tuple[int, str, str | None]:
     """(complete records, the last one's chain digest and frames digest) of a steps.jsonl
-    whose recorder wrote no manifest: what was chained before the run broke. No record is
-    the empty chain (GENESIS, as a manifest of no step says it), no frame None. The run's
-    line said "" for the one, and null frames for a run whose frames were recorded."""
-    from simforge_ros.core.digest import GENESIS
-    from simforge_ros.record.rundir import RunDirError, iter_kept_steps
-
-    count, last, frames = 0, GENESIS.hex(), None
-    try:
-        for record in iter_kept_steps(steps_file):
-            count, last = count + 1, str(record.get("digest", ""))
-            frames = record.get("frames_digest") or frames
-    except RunDirError:  # unreadable, or a line that is no record: what was chained before it
-        pass
-    return count, last, frames if isinstance(frames, str) else None
+    whose recorder wrote no manifest (record.rundir.kept_chain)."""
+    kept = kept_chain(steps_file)
+    return kept.steps, kept.chain_digest, kept.frames_digest
 
 
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
@@ -517,6 +508,13 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
     with environ_set({"ROS_LOG_DIR": lease.env["ROS_LOG_DIR"], "ROS_HOME": lease.env["ROS_HOME"]}), \
             _thread_deaths() as died:
         result = _step_single(spec, params_file, lease.domain_id, on_step, relay)
+    steps_file = spec.out_dir / "steps.jsonl"
+    if result.status == "refused" and spec.record and steps_file.is_file() and \
+            not (spec.out_dir / "manifest.json").is_file():
+        # its recorder, closed now, could write no manifest (a full disk): what it chained
+        # and kept, as the processes layout says, not what the clock master stepped
+        kept, chain, frames = _kept_chain(steps_file)
+        result = replace(result, steps=kept, chain_digest=chain, frames_digest=frames)
     if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
         return _refuse_unclean(spec, result, died)
     return result
@@ -703,6 +701,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     use_fastdds_profile(env)
     env[LAUNCHER_ENV] = str(os.getpid())  # killed outright, this process is missed (watch_launcher)
     stop_asked = threading.Event()
+    told = _OutcomePipe()
 
     def stop() -> None:
         stop_asked.set()
@@ -718,7 +717,12 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
             for node in order:
                 log = (logs / f"{node}.log").open("wb")
                 handles.append(log)
-                procs[node] = _start_node(node, params_file, env, spec.out_dir, log)
+                if node == "clock_master":
+                    procs[node] = _start_node(node, params_file, {**env, OUTCOME_FD_ENV: str(told.write_fd)},
+                                              spec.out_dir, log, pass_fds=(told.write_fd,))
+                    told.close_write()  # its end is the clock master's alone: read to the end once it ends
+                else:
+                    procs[node] = _start_node(node, params_file, env, spec.out_dir, log)
             clock = procs["clock_master"]
             if stop_asked.is_set():  # asked before the clock master was there to be told:
                 clock.send_signal(signal.SIGINT)  # held until its handler is in place
@@ -752,6 +756,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                     if on_step is not None and follower.count > shown:
                         shown = follower.count
                         on_step(shown - 1, spec.steps)  # total 0: the scenario decides
+                    told.drain()
                     time.sleep(0.05)
             finally:
                 follower.close()
@@ -774,8 +779,11 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         _stop_all(procs)
         for handle in handles:
             handle.close()
+        told.close()
+        with contextlib.suppress(OSError):  # a killed recorder's (record.reserve): room back
+            (spec.out_dir / RESERVE).unlink(missing_ok=True)
     notes = _teardowns_cut_short(procs, logs)
-    outcome = read_outcome(logs / "clock_master.log")
+    outcome = told.outcome() or read_outcome(logs / "clock_master.log")
     clock_code = procs["clock_master"].returncode
     if clock_code == -TEARDOWN_SIGNAL and outcome is not None:
         clock_code = 0  # its outcome was out: the exit status it meant follows from it (_result)
@@ -822,7 +830,7 @@ def _teardowns_cut_short(procs: Mapping[str, subprocess.Popen[bytes]], logs: Pat
                          f"ended it (where it was: {log})")
             continue
         with contextlib.suppress(OSError):
-            if TEARDOWN_CUT in log.read_text(errors="replace"):
+            if log.is_file() and TEARDOWN_CUT in log.read_text(errors="replace"):
                 notes.append(f"{name}'s ROS teardown did not finish in time after the run, and its watchdog ended it "
                              f"(see {log})")
     return tuple(notes)
@@ -904,7 +912,7 @@ def _exit_status(code: int) -> str:
 
 
 def _start_node(
-    node: str, params_file: Path, env: Mapping[str, str], cwd: Path, log: IO[bytes]
+    node: str, params_file: Path, env: Mapping[str, str], cwd: Path, log: IO[bytes], pass_fds: tuple[int, ...] = ()
 ) -> subprocess.Popen[bytes]:
     """Start one node process, the stop signals blocked in it until its handlers are in place.
 
@@ -920,7 +928,7 @@ def _start_node(
         return subprocess.Popen(
             [sys.executable, "-m", f"simforge_ros.nodes.{node}", "--ros-args", "--params-file", str(params_file)],
             env=env, cwd=str(cwd), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            start_new_session=True, pass_fds=pass_fds,
         )
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
@@ -954,12 +962,59 @@ def _stop_signals(stop: Callable[[], None]) -> Iterator[None]:
 
 def read_outcome(log: Path) -> dict[str, Any] | None:
     """The outcome the clock master process printed last in its log, or None."""
+    return _last_outcome(log.read_text(errors="replace")) if log.is_file() else None
+
+
+def _last_outcome(text: str) -> dict[str, Any] | None:
     outcome = None
-    if log.is_file():
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith(OUTCOME_PREFIX):
-                outcome = json.loads(line[len(OUTCOME_PREFIX):])
+    for line in text.splitlines():
+        if line.startswith(OUTCOME_PREFIX):
+            outcome = json.loads(line[len(OUTCOME_PREFIX):])
     return outcome
+
+
+class _OutcomePipe:
+    """The clock master's outcome line, told through a pipe (process_tuning.OUTCOME_FD_ENV)
+    as well as its log: the log is on the run's disk, and a full disk kept it out of there."""
+
+    KEEP_BYTES = 1 << 20  # the last this many: an outcome is a line of a few hundred bytes
+
+    def __init__(self) -> None:
+        self._read, self.write_fd = os.pipe()
+        os.set_blocking(self._read, False)
+        self._data = bytearray()
+        self._write_open = True
+
+    def close_write(self) -> None:
+        """Close this process's copy of the write end, once the clock master has its own."""
+        if self._write_open:
+            os.close(self.write_fd)
+            self._write_open = False
+
+    def drain(self) -> None:
+        """Take what is in the pipe now (never waits): the clock master never blocks on a full pipe."""
+        while True:
+            try:
+                chunk = os.read(self._read, 65536)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return
+            self._data += chunk
+            del self._data[:-self.KEEP_BYTES]
+
+    def close(self) -> None:
+        self.close_write()
+        if self._read >= 0:
+            self.drain()
+            os.close(self._read)
+            self._read = -1
+
+    def outcome(self) -> dict[str, Any] | None:
+        try:
+            return _last_outcome(self._data.decode(errors="replace"))
+        except ValueError:  # a line cut off (never written whole): the log's, or none
+            return None
 
 
 def _not_started(spec: RunSpec, node: str, code: int | None, log: Path) -> RunResult:

@@ -37,7 +37,7 @@ def test_the_estimate_follows_steps_cameras_size_and_camera_period(tmp_path):
         + 4 * room.MARKER_BYTES)
     whole = room.estimate(node_params(_spec(tmp_path)))  # steps 0: the scenario's 22 s at 100 ms
     assert whole.steps == 220
-    assert whole.describe() == "about 77 MB for 220 steps with 2 cameras at 320x180"
+    assert whole.describe() == "about 78 MB for 220 steps with 2 cameras at 320x180"
     assert room.estimate(node_params(_spec(tmp_path, sets={"sim_bridge": {"scenario": "nowhere"},
                                                           "driver": {"scenario": "nowhere"}}))) is None
 

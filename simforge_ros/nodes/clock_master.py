@@ -95,6 +95,7 @@ from simforge_ros.process_tuning import (
     dump_stacks_on_signal,
     freeze_startup,
     launcher_pid,
+    tell_outcome,
     tune_process,
     unblock_held_signals,
     watch_launcher,
@@ -977,11 +978,13 @@ def main(argv: list[str] | None = None) -> int:
         # away; and a moment more for whatever else is still on its way
         clock.deliver_status()
         spin_until(executor, lambda: False, 0.1)
+        told = OUTCOME_PREFIX + json.dumps(outcome.to_dict())
+        tell_outcome(told)  # `simforge run`'s pipe: off the run's disk, which may be full
         try:
             if outcome.refusal is not None:
                 print(f"{NAME}: refused: {outcome.refusal}", file=sys.stderr)
-            print(OUTCOME_PREFIX + json.dumps(outcome.to_dict()), flush=True)
-        except OSError:  # a full disk under the log: the exit status still names the refusal
+            print(told, flush=True)
+        except OSError:  # a full disk under the log: the pipe above, or the exit status, tells
             pass
         exit_if_stuck(TEARDOWN_S, outcome.exit_code)  # the outcome is out (see exit_if_stuck)
         close_nodes(executor, [clock.node])

@@ -64,7 +64,8 @@ from simforge_ros.record.bag import BackgroundBagWriter, BagError, typestore
 from simforge_ros.record.clock_first import ClockFirst
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
-from simforge_ros.record.rundir import unusable_run_dir
+from simforge_ros.record.reserve import RESERVE, RoomReserve
+from simforge_ros.record.rundir import kept_chain, unusable_run_dir
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
@@ -148,6 +149,8 @@ class Recorder:
             raise ConfigError.single(NAME, "out_dir", f"a new run directory (never overwritten; {why})",
                                      str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        # room for the manifest and the last records on a disk the run fills (record.reserve)
+        self._reserve = RoomReserve(self.out_dir / RESERVE).hold()
         self._values = values
         self._faults = node_faults(values, NAME).for_node(NAME)
         kill, stall = self._faults.first("kill"), self._faults.first("stall")
@@ -639,26 +642,36 @@ class Recorder:
             return
         self._written = True
         try:
-            self._steps_file.close()
-        except OSError as err:
-            self._fail(err)
-        try:
             try:
                 self._bag_order.release()
             finally:
                 self._bag.close()
         except (BagError, OSError) as err:
             self._fail(err)
+        # the bag first: on a full disk it takes what room there is; the reserve is for
+        # the records still buffered and the manifest (record.reserve)
+        self._reserve.release()
+        try:
+            self._steps_file.close()
+        except OSError as err:
+            self._fail(err)
         last = self.assembler.last_record
+        steps, chain = self.assembler.steps_done, self.assembler.chain.hexdigest
+        frames = self.assembler.frames_chain.hexdigest if self.assembler.frames_chain.steps else None
+        if self._failure is not None:
+            # what steps.jsonl kept, which may be less than was chained: the manifest says
+            # what the files hold (it said one step more on a full disk)
+            kept = kept_chain(self.out_dir / "steps.jsonl")
+            last, steps, chain, frames = kept.last, kept.steps, kept.chain_digest, kept.frames_digest
         manifest = build_manifest(
             run_id=run_id or self._values["run_id"],
             status="counted" if counted else "refused",
             refusal=refusal,
             expected_steps=expected,
             records=[last] if last is not None else [],
-            steps=self.assembler.steps_done,
-            chain_digest=self.assembler.chain.hexdigest,
-            frames_digest=self.assembler.frames_chain.hexdigest if self.assembler.frames_chain.steps else None,
+            steps=steps,
+            chain_digest=chain,
+            frames_digest=frames,
             nodes=self._nodes,
             storage=self._values["storage"],
             contacts=self._contacts,

@@ -18,6 +18,7 @@ from simforge_ros.core.errors import SimforgeError
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US
 from simforge_ros.core.units import resolve_period
 from simforge_ros.params import spec
+from simforge_ros.record.reserve import RESERVE_BYTES
 
 # measured on recorded runs (2026-12-03): a step's state, action, timing and /clock in the
 # bag and its steps.jsonl line come to ~2 KB without cameras (1 885-1 893 B over 20 000- and
@@ -33,7 +34,8 @@ TF_BYTES = 200
 GROUND_TRUTH_BYTES = 100  # and GROUND_TRUTH_ITEM_BYTES per actor and per signal
 GROUND_TRUTH_ITEM_BYTES = 100
 MARKER_BYTES = 260  # per actor and per signal
-FIXED_BYTES = 200_000  # manifest, params, node logs, the bag's metadata and summary
+FIXED_BYTES = 200_000 + RESERVE_BYTES  # manifest, params, node logs, the bag's metadata and summary;
+# and the recorder's reserve for them (record.reserve), written first
 
 
 @dataclass(frozen=True)

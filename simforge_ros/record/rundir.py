@@ -464,6 +464,35 @@ def iter_kept_steps(path: Path) -> Iterator[dict[str, Any]]:
         raise RunDirError(path, f"unreadable: {err.strerror or err}") from err
 
 
+@dataclass(frozen=True)
+class KeptChain:
+    """What a steps.jsonl keeps of a run's chains: its complete records, the last one's
+    chain digest and frames digest, and the last record itself."""
+
+    steps: int
+    chain_digest: str
+    frames_digest: str | None
+    last: dict[str, Any] | None
+
+
+def kept_chain(path: Path) -> KeptChain:
+    """What was chained before the run broke, from a steps.jsonl whose recorder wrote no
+    manifest or could not write all it chained (a full disk). No record is the empty chain
+    (GENESIS, as a manifest of no step says it), no frame None. The run's line said "" for
+    the one, and null frames for a run whose frames were recorded. Never raises: an
+    unreadable file, or a line that is no record, ends what is kept."""
+    from simforge_ros.core.digest import GENESIS
+
+    count, digest, frames, last = 0, GENESIS.hex(), None, None
+    try:
+        for record in iter_kept_steps(path):
+            count, digest, last = count + 1, str(record.get("digest", "")), record
+            frames = record.get("frames_digest") or frames
+    except RunDirError:
+        pass
+    return KeptChain(count, digest, frames if isinstance(frames, str) else None, last)
+
+
 def step_records_of(path: Path) -> StepRecords:
     """Check steps.jsonl whole (one step record per line, steps 0, 1, 2, ... in order)
     and give its records, read from the file as they are asked for.
