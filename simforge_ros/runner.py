@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import gc
 import json
 import math
@@ -254,12 +255,13 @@ DISK_FULL_BYTES = 1 << 20
 """Less free space than this on a refused run's disk: the likely reason, said with it."""
 
 
-def _disk_full(out_dir: Path) -> str:
-    """A note that the run's disk is (nearly) full, or ""."""
+def _disk_full(out_dir: Path, detail: str = "") -> str:
+    """A note that the run's disk is (nearly) full, or "". ``detail``: the refusal's, whose
+    ENOSPC says so whatever the free space reads (btrfs said 1.8 MB free when full)."""
     from simforge_ros.record.room import free_bytes
 
     free = free_bytes(out_dir)
-    if free >= DISK_FULL_BYTES:
+    if free >= DISK_FULL_BYTES and os.strerror(errno.ENOSPC) not in detail:
         return ""
     return f"the disk of {out_dir} is full ({free} bytes free): what could be written is kept"
 
@@ -310,7 +312,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
             kept, chain, frames = _kept_chain(spec.out_dir / "steps.jsonl")
             outcome = {**outcome, "steps": kept, "chain_digest": chain, "frames_digest": frames}
     refusal = outcome["refusal"]
-    if refusal is not None and (full := _disk_full(spec.out_dir)):
+    if refusal is not None and (full := _disk_full(spec.out_dir, str(refusal.get("detail", "")))):
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
     if manifest is not None and refusal is None and manifest["refusal"] is not None:
         refusal = manifest["refusal"]

@@ -452,3 +452,12 @@ def test_an_rmw_not_installed_is_named_with_a_parameter_file_too(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "environment: RMW_IMPLEMENTATION: expected an RMW installed here" in done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_refusal_for_a_full_disk_says_so_whatever_the_free_space_reads(tmp_path):
+    """btrfs said 1.8 MB free when full, above the 1 MiB below which a disk is called full."""
+    from simforge_ros.runner import _disk_full
+
+    assert _disk_full(tmp_path) == ""  # room, and no refusal naming the disk
+    said = _disk_full(tmp_path, "recorder: writing ... failed (OSError: [Errno 28] No space left on device)")
+    assert said.startswith(f"the disk of {tmp_path} is full (")

@@ -149,8 +149,6 @@ class Recorder:
             raise ConfigError.single(NAME, "out_dir", f"a new run directory (never overwritten; {why})",
                                      str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        # room for the manifest and the last records on a disk the run fills (record.reserve)
-        self._reserve = RoomReserve(self.out_dir / RESERVE).hold()
         self._values = values
         self._faults = node_faults(values, NAME).for_node(NAME)
         kill, stall = self._faults.first("kill"), self._faults.first("stall")
@@ -161,6 +159,8 @@ class Recorder:
         self._bag.open()
         self._bag_order = ClockFirst(self._bag.write)  # each /clock ahead of its time's messages
         self._steps_file = (self.out_dir / "steps.jsonl").open("w")
+        # room for the manifest and the last records on a disk the run fills (record.reserve)
+        self._reserve = RoomReserve(self.out_dir / RESERVE).hold()
         self._flush_at = 0.0  # time.monotonic() of the next steps.jsonl flush
         self._unflushed = False  # records written since the last flush
         self.assembler = StepAssembler(keep_records=False)  # each record goes to steps.jsonl
@@ -191,6 +191,7 @@ class Recorder:
         self._written = False
         self._ended_unsaid = True
         self._failure: str | None = None  # why writing the record failed (see _fail)
+        self._failure_said = False  # in the log
         self._failure_pub = self.node.create_publisher(String, topics.RECORDER_FAILURE, LATCHED_QOS)
         self._finishing: Future | None = None  # the Finish answer, once under way (see _on_finish)
         self._answered_at: float | None = None  # time.monotonic() when Finish was answered
@@ -391,8 +392,17 @@ class Recorder:
         reason = f"{type(cause).__name__}: {cause}"
         self._failure = f"writing the run's record failed after {self.assembler.steps_done} steps ({reason})"
         self._failure_pub.publish(String(data=self._failure))
-        with contextlib.suppress(OSError):  # the log may be on the same full disk
+        self._say_failure()
+
+    def _say_failure(self) -> None:
+        """The failure in this node's log, once: the log may be on the same full disk (the
+        line is then lost, not kept to be written later), so it is said again once the
+        reserve is given back (_write)."""
+        if self._failure is None or self._failure_said:
+            return
+        with contextlib.suppress(OSError):
             print(f"{NAME}: {self._failure}", file=sys.stderr, flush=True)
+            self._failure_said = True
 
     def _on_message(self, topic: str, type_name: str, part: str | None, raw: bytes, msg: Any = None) -> None:
         """Record one message; ``msg``: it deserialised already, if it was."""
@@ -655,6 +665,7 @@ class Recorder:
             self._steps_file.close()
         except OSError as err:
             self._fail(err)
+        self._say_failure()
         last = self.assembler.last_record
         steps, chain = self.assembler.steps_done, self.assembler.chain.hexdigest
         frames = self.assembler.frames_chain.hexdigest if self.assembler.frames_chain.steps else None

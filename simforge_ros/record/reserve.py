@@ -8,11 +8,17 @@ run kept one record fewer than it had chained, no manifest, and `simforge salvag
 of a killed recorder. The recorder writes this file as its first act and deletes it as
 its last, before the records and the manifest are written out: a full disk then still has
 this much room for them.
+
+On a copy-on-write file system (btrfs) the room given back holds data, but creating the
+manifest's file also needs metadata room, which may be gone: there the run's line and
+steps.jsonl still say how it ended and what was kept, and salvage is told of a killed
+recorder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 RESERVE = ".reserved-room"
@@ -38,8 +44,8 @@ class RoomReserve:
         except OSError:
             return self
         try:
-            with handle:
-                handle.write(bytes(size))
+            with handle:  # not zeros: a compressing file system (btrfs compress=zstd) kept 8 KB of them
+                handle.write(os.urandom(size))
             self.held = True
         except OSError:  # what of it was written goes back
             with contextlib.suppress(OSError):

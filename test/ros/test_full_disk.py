@@ -112,6 +112,8 @@ def test_a_disk_filled_during_the_run_is_refused_where_it_filled(small_disk, tmp
     assert manifest["steps"] == len(kept) and manifest["chain_digest"] == kept[-1]["digest"]
     assert manifest["record_failure"] in refusal["detail"]
     assert not (run_dir / ".reserved-room").exists()
+    if layout == "processes":  # its log is on the full disk: the line is said again once there is room
+        assert manifest["record_failure"] in (run_dir / "logs" / "recorder.log").read_text()
     # room again: salvage keeps what the bag had written, and the salvaged run verifies
     filler.unlink()
     salvaged = simforge("salvage", str(run_dir), "--json", cwd=tmp_path)
