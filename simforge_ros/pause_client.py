@@ -26,7 +26,7 @@ from simforge_ros.command import INTERRUPTED
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError
 from simforge_ros.isolation import MAX_DOMAIN_ID, check_rmw, domain_holder, tool_discovery_range, user_domain
 from simforge_ros.record.rundir import DOMAIN, MANIFEST, holds_run
-from simforge_ros.tools import parse, say, stop_on_signals
+from simforge_ros.tools import parse, rclpy_signal_options, say, stop_on_signals
 
 _LOOK_S = 0.25  # wall clock: how often a wait looks whether the run (--run) has ended
 
@@ -134,7 +134,7 @@ def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> 
     from std_srvs.srv import SetBool, Trigger
 
     stop_on_signals()
-    rclpy.init(args=None, domain_id=domain_id)
+    rclpy.init(args=None, domain_id=domain_id, signal_handler_options=rclpy_signal_options())
     try:
         node = Node("simforge_pause")
         service = topics.ADVANCE_SERVICE if what == "step" else topics.PAUSE_SERVICE

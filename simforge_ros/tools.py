@@ -141,3 +141,23 @@ def stop_on_signals() -> None:
     for sig in (signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(sig) is not signal.SIG_IGN:  # `nohup simforge play ...` keeps playing
             signal.signal(sig, _interrupt)
+
+
+def rclpy_signal_options() -> Any:
+    """rclpy.init's signal_handler_options for a tool: rclpy's handlers shut the context
+    down, so none for a signal this process ignores. `simforge play &` from a script (its
+    SIGINT ignored, as a shell leaves a background job's) took a SIGINT, kept going on a
+    dead context, and blamed a reader: "publishing on /clock failed (... context is
+    invalid); a reliable reader is not taking messages", exit 1."""
+    import signal
+
+    from rclpy.signals import SignalHandlerOptions
+
+    ignored = {sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is signal.SIG_IGN}
+    if ignored == {signal.SIGINT, signal.SIGTERM}:
+        return SignalHandlerOptions.NO
+    if signal.SIGINT in ignored:
+        return SignalHandlerOptions.SIGTERM
+    if signal.SIGTERM in ignored:
+        return SignalHandlerOptions.SIGINT
+    return SignalHandlerOptions.ALL

@@ -35,7 +35,7 @@ from simforge_ros.record.bag import BagError, bag_connections, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import RunDir, load_run
 from simforge_ros.record.verify import verify_run
-from simforge_ros.tools import StepLine, parse, say, stop_on_signals
+from simforge_ros.tools import StepLine, parse, rclpy_signal_options, say, stop_on_signals
 
 NOT_PLAYED_BY_DEFAULT = (topics.STATUS, topics.NODE_PARAMS)
 """Run control, not data: a replayed final status would end a live run's nodes."""
@@ -401,7 +401,8 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
 
     use_fastdds_profile(os.environ, PLAY_PROFILE)  # before rclpy makes this process's participant
     stop_on_signals()
-    rclpy.init(args=None, domain_id=domain_id)  # as checked: rcl read " " as no number ("unexpected error")
+    # as checked: rcl read " " as no number ("unexpected error")
+    rclpy.init(args=None, domain_id=domain_id, signal_handler_options=rclpy_signal_options())
     player: Player | None = None
     try:
         player = Player(chosen, latched)  # a stop signal from here on ends it as "interrupted"

@@ -58,3 +58,28 @@ def test_a_tool_started_under_nohup_keeps_going_when_the_terminal_closes(tmp_pat
         proc.send_signal(signal.SIGTERM)  # still a stop signal it hears
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130 and err.strip() == "simforge pause: interrupted", err
+
+
+@pytest.mark.parametrize("tool", ["pause", "play"])
+def test_a_tool_whose_sigint_is_ignored_keeps_going_on_one(tmp_path, tool):
+    """A background job of a script (`simforge play RUN &`) starts with SIGINT ignored;
+    rclpy's handler took it anyway and shut the context down under the tool: play went on
+    and blamed a reader ("publishing on /clock failed (... context is invalid); a reliable
+    reader is not taking messages", exit 1, 7 times in 7)."""
+    exe = Path(sys.executable).with_name("simforge")
+    if tool == "pause":
+        args = ["pause", "--wait-s", "60"]
+    else:
+        kept = lockstep(tmp_path / "runs", steps=3, layout="single")
+        args = ["play", kept.run_dir, "--wait-for-reader", "/clock", "--wait-s", "60"]
+    with lease_domain(tmp_path / "lease") as lease:
+        env = {**os.environ, "ROS_DOMAIN_ID": str(lease.domain_id)}
+        proc = subprocess.Popen([str(exe), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as `&` in sh does
+        wait_for_nodes(lease.domain_id, "simforge_pause" if tool == "pause" else "simforge_player", proc=proc)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)  # still a stop signal it hears, on a live context
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and err.strip() == f"simforge {tool}: interrupted", err
