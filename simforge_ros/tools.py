@@ -156,8 +156,9 @@ def rclpy_signal_options() -> Any:
     ignored = {sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is signal.SIG_IGN}
     if ignored == {signal.SIGINT, signal.SIGTERM}:
         return SignalHandlerOptions.NO
+    # (rclpy's type stub spells these two SigInt and SigTerm; the module has SIGINT and SIGTERM)
     if signal.SIGINT in ignored:
-        return SignalHandlerOptions.SIGTERM
+        return SignalHandlerOptions.SIGTERM  # type: ignore[attr-defined]
     if signal.SIGTERM in ignored:
-        return SignalHandlerOptions.SIGINT
+        return SignalHandlerOptions.SIGINT  # type: ignore[attr-defined]
     return SignalHandlerOptions.ALL
