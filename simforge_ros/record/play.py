@@ -31,7 +31,7 @@ from simforge_ros import topics
 from simforge_ros.command import INTERRUPTED
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
 from simforge_ros.isolation import check_rmw, hold_domain, tool_discovery_range, user_domain
-from simforge_ros.record.bag import BagError, bag_connections, read_bag
+from simforge_ros.record.bag import BagError, bag_connections, bag_index, read_bag
 from simforge_ros.record.bag_structure import bag_problem
 from simforge_ros.record.rundir import RunDir, load_run
 from simforge_ros.record.verify import verify_run
@@ -61,22 +61,27 @@ class Steps:
         return self.first * decision_us * 1000, stop
 
 
-def last_step(run: RunDir) -> int:
+def last_step(run: RunDir, bag_end_ns: int | None = None) -> int:
     """The last step whose messages the run's bag may hold (-1: none): its last recorded
-    step, or the step it was refused at."""
+    step, or the step it was refused at; no later than the bag's last message
+    (``bag_end_ns``, its log time), where that is known. A salvaged run refused at step 71
+    whose bag ends at step 59 took --from-step 65 ("played 1 messages ... 0 s")."""
     refusal = run.manifest.get("refusal") or {}
     refused_at = refusal.get("step") if isinstance(refusal, dict) else None
-    return max(int(run.manifest["steps"]) - 1, refused_at if isinstance(refused_at, int) else -1)
+    final = max(int(run.manifest["steps"]) - 1, refused_at if isinstance(refused_at, int) else -1)
+    if bag_end_ns is not None:
+        final = min(final, bag_end_ns // (run.decision_us * 1000))
+    return final
 
 
-def chosen_steps(run: RunDir, first: int | None, last: int | None) -> Steps:
+def chosen_steps(run: RunDir, first: int | None, last: int | None, bag_end_ns: int | None = None) -> Steps:
     """--from-step / --to-step checked against the run: each a step it recorded (a refused
-    run's bag may also hold its refused step's /clock and state).
+    run's bag may also hold its refused step's /clock and state), and its bag holds.
 
     Raises:
         PlayError: a step the run does not have, or --to-step before --from-step.
     """
-    final = last_step(run)
+    final = last_step(run, bag_end_ns)
     for option, step in (("--from-step", first), ("--to-step", last)):
         if step is not None and step > final:
             have = f"steps 0 to {final}" if final >= 0 else "no step"
@@ -345,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = load_run(args.run)
         chosen = choose_topics(bag_topics(run.bag_path), args.topic)
         latched = latched_topics(run.bag_path)
-        steps = chosen_steps(run, args.from_step, args.to_step)
+        bag_end_ns = bag_index(run.bag_path)["end_ns"]
+        steps = chosen_steps(run, args.from_step, args.to_step, bag_end_ns)
         for topic in args.wait_for_reader:
             if topic not in chosen:
                 raise PlayError(f"--wait-for-reader {topic}: not a played topic; played: {', '.join(sorted(chosen))}")
@@ -379,7 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("play", err)
         return EXIT_USAGE
     line = StepLine(f"play {run.path}", shown)
-    step_ns, total = run.decision_us * 1000, steps.last if steps.last is not None else last_step(run)
+    step_ns, total = run.decision_us * 1000, steps.last if steps.last is not None else last_step(run, bag_end_ns)
     with held:
         return _play(run.bag_path, chosen, latched, steps.window_ns(run.decision_us), args,
                      (lambda t_ns: line(t_ns // step_ns, total)) if shown else None, line.clear, domain_id)

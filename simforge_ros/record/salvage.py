@@ -546,7 +546,12 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str,
             done, decision_us, _ = feed(prefix.messages(), Path(scratch) / "run", rclpy.Context())
         step_ns = decision_us * 1000
         last_ns = done * step_ns
-        kept = (m for m in prefix.messages() if m.t_ns <= last_ns or m.topic in _WHENEVER)
+        # the step after the salvaged ones: kept where the run was refused at it, as a
+        # refused run's bag holds its refused step's /clock and what came of it; else it is
+        # only what the bag had of a step never chained (a killed recorder's: step 59's
+        # state and one camera's image without its info, named nowhere)
+        through_ns = last_ns if given.get("step") == done else last_ns - step_ns
+        kept = (m for m in prefix.messages() if m.t_ns <= through_ns or m.topic in _WHENEVER)
         _, _, missing = feed(kept, out, rclpy.Context(), (last_ns - step_ns, last_ns - 2 * step_ns))
     return step_records_of(out / STEPS), missing
 

@@ -126,6 +126,11 @@ def test_a_span_of_steps_is_the_log_times_of_those_steps(make_run: MakeRun) -> N
     assert chosen_steps(refused, 10, None) == Steps(10, None)
     with pytest.raises(PlayError, match=r"^--from-step: expected a step of this run \(steps 0 to 10\), got 11$"):
         chosen_steps(refused, 11, None)
+    # a salvaged run is refused where the run was (step 71 of a killed recorder's), its bag
+    # ending where the recorder was killed: the steps the bag holds
+    assert chosen_steps(refused, 9, None, bag_end_ns=9 * 50_000_000 + 1) == Steps(9, None)
+    with pytest.raises(PlayError, match=r"^--from-step: expected a step of this run \(steps 0 to 9\), got 10$"):
+        chosen_steps(refused, 10, None, bag_end_ns=9 * 50_000_000 + 1)
 
 
 @pytest.mark.parametrize(

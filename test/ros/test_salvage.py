@@ -126,6 +126,38 @@ def test_a_bag_cut_off_salvages_what_it_holds_and_says_which_steps_are_compared(
             "records, the rest not in the bag's complete chunks)") in out.stdout
 
 
+def test_a_step_the_bag_holds_only_part_of_is_not_kept(killed, tmp_path):
+    """Cut off after each of its chunks but the last (a chunk closes at 1 MiB, mid-step with
+    cameras): the salvaged bag ends with its last salvaged step. What the cut-off bag had of
+    the step after (its state, an image without its info), never chained, was kept and named
+    nowhere; played, an image_transport subscriber dropped the lone image."""
+    from simforge_ros.record.salvage import read_mcap_prefix
+
+    blob = (killed / "bag" / "bag.mcap").read_bytes()
+    pos, ends = len(MAGIC), []
+    while pos + 9 <= len(blob):
+        size = 9 + U64.unpack_from(blob, pos + 1)[0]
+        if blob[pos] == OP_CHUNK:
+            ends.append(pos + size)
+        pos += size
+    whenever = (topics.STATUS, topics.NODE_PARAMS)
+    partial = 0
+    for index, end in enumerate(ends[:-1]):
+        run = tmp_path / f"cut{index}"
+        shutil.copytree(killed, run)
+        os.truncate(run / "bag" / "bag.mcap", end)
+        held = {m.t_ns for m in read_mcap_prefix(run / "bag" / "bag.mcap").messages() if m.topic not in whenever}
+        out = simforge("salvage", str(run), "--json", cwd=tmp_path)
+        if out.returncode != 0:  # a first chunk holding no whole step: nothing to salvage, said so
+            assert "nothing of the run to salvage" in out.stderr, out.stderr
+            continue
+        steps = json.loads(out.stdout)["steps"]
+        partial += steps * DECISION_NS in held
+        salvaged = [m.t_ns for m in read_bag(run.with_name(run.name + "-salvaged") / "bag") if m.topic not in whenever]
+        assert max(salvaged) == (steps - 1) * DECISION_NS, (index, steps)
+    assert partial, "no cut left part of a step: the test shows nothing"
+
+
 def test_a_run_that_kept_no_step_is_salvaged_as_one_of_none_and_nothing_is_said_to_agree(killed):
     """Killed before its first step was chained and before its bag's first chunk, a run is
     kept as a run of no step (its refusal readable where the tools look); "the same
