@@ -97,10 +97,15 @@ def _resolve(name_or_path: str | Path) -> Path:
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load and validate a scenario by name or path; ScenarioError names file and field."""
     path = _resolve(name_or_path)
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ScenarioError(path, "<document>", f"a scenario file of at most {MAX_FILE_BYTES >> 20} MiB",
-                            f"{path.stat().st_size} bytes")
-    source = path.read_bytes()
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ScenarioError(path, "<document>", f"a scenario file of at most {MAX_FILE_BYTES >> 20} MiB",
+                                f"{size} bytes")
+        source = path.read_bytes()
+    except OSError as err:  # without permission: "unexpected error: PermissionError" and a run directory, before
+        raise ScenarioError(path, "<file>", "a scenario file that can be read",
+                            Printed(err.strerror or type(err).__name__)) from None
     encoding = not_utf8(source)
     if encoding is not None:  # PyYAML read a UTF-16 byte order mark as UTF-16: other text than its author's
         raise ScenarioError(path, "<document>", "UTF-8 text", encoding)

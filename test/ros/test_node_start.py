@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from runs import wait_for_nodes
@@ -90,3 +91,24 @@ def test_a_participant_stopped_by_a_signal_says_so(ros_lease, tmp_path):
             proc.kill()
     assert proc.returncode == 0, err
     assert "driver: a stop signal came before the run's final status; ending" in err
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_a_scenario_file_that_cannot_be_read_is_a_usage_error(tmp_path, layout):
+    """It was "unexpected error: PermissionError" (single, exit 1) or "driver did not start"
+    (processes, exit 18), each leaving a run directory that salvage took for a killed one."""
+    scenario = tmp_path / "noperm.yaml"
+    scenario.write_bytes((Path(__file__).parents[2] / "config" / "scenarios" / "right_turn.yaml").read_bytes())
+    scenario.chmod(0)
+    # root reads anything: without the two capabilities that let it, as any user
+    unprivileged = (["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps",
+                     "-dac_override,-dac_read_search"] if os.geteuid() == 0 else [])
+    exe = Path(sys.executable).with_name("simforge")
+    out = subprocess.run([*unprivileged, str(exe), "run", str(scenario), "--steps", "2", "--layout", layout,
+                          "--out", str(tmp_path / "runs")], capture_output=True, text=True, cwd=tmp_path,
+                         timeout=300, env=dict(os.environ))
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines()[-1].endswith(
+        f"got {scenario}: <file>: expected a scenario file that can be read, got Permission denied"), out.stderr
+    assert "Traceback" not in out.stderr and "unexpected error" not in out.stderr
+    assert not any((tmp_path / "runs").glob("*"))  # nothing of a run left behind
