@@ -92,6 +92,18 @@ def test_a_file_that_is_not_utf8_text_or_a_directory_is_said_so(tmp_path, data, 
     assert str(err.value) == f"{path}: file: expected a YAML ROS 2 parameter file, got {got}"
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "big"])
+def test_a_file_too_large_to_be_a_parameter_file_is_refused_unread(tmp_path, source):
+    """`--params-file /dev/zero` grew to 14 GB in 32 s; a 40 MB file took 3 GB."""
+    path = Path(source)
+    if source == "big":
+        path = tmp_path / "big.yaml"
+        path.write_text("x: " + "a" * (16 << 20) + "\n")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value) == f"{path}: file: expected a YAML ROS 2 parameter file, got a file of more than 16 MiB"
+
+
 def test_a_period_given_in_both_units_in_a_file_is_refused_naming_both(tmp_path):
     """The node took the seconds and dropped the microseconds without a word (a run of
     decision_us 200000 and decision_s 0.1 stepped every 0.1 s, counted)."""

@@ -178,6 +178,12 @@ def load_rcl_value(text: str) -> Any:
     return yaml.load(text, Loader=RclLoader)
 
 
+MAX_YAML_BYTES = 16 << 20
+"""A parameter file larger than this is refused, as scenario files are: `--params-file
+/dev/zero` grew to 14 GB in 32 s, a 40 MB file to 3 GB (PyYAML keeps ~75 bytes of nodes per
+byte)."""
+
+
 class UnreadableYaml(Exception):
     """A file that is no YAML text; ``got`` says what it is instead (a problem's got)."""
 
@@ -195,13 +201,16 @@ def load_yaml_file(path: Path, loader: type[UniqueKeyLoader] = UniqueKeyLoader) 
             text that is not YAML (its ``got``: line, column and what PyYAML expected).
     """
     try:
-        data = path.read_bytes()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_YAML_BYTES + 1)  # /dev/zero, or a huge file: not read whole into memory
     except FileNotFoundError:
         raise
     except IsADirectoryError:
         raise UnreadableYaml(Printed("a directory")) from None
     except OSError as err:
         raise UnreadableYaml(Printed(f"a file that cannot be read ({err.strerror or type(err).__name__})")) from None
+    if len(data) > MAX_YAML_BYTES:
+        raise UnreadableYaml(Printed(f"a file of more than {MAX_YAML_BYTES >> 20} MiB"))
     encoding = not_utf8(data)
     if encoding is not None:
         raise UnreadableYaml(encoding)
