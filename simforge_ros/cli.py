@@ -112,7 +112,10 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
         try:
             value = load_rcl_value(raw)  # as `ros2 run ... -p NAME:=VALUE` reads it (rcl)
         except (yaml.YAMLError, RecursionError):
-            value = raw
+            # rcl refuses it ("Couldn't parse parameter override rule"); taken as the string,
+            # a stray shell quote made a frame named 'odom, and the run counted
+            raise ConfigError.single("--set", key, "a value as rcl reads `-p NAME:=VALUE`: YAML (a string with a "
+                                     "quote or a leading * or & in the other quotes: \"'odom\")", item) from None
         out.setdefault(node, {})[name] = value
     return out
 

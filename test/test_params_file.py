@@ -545,3 +545,15 @@ def test_the_parameters_choices_are_the_packages_own():
     assert set(spec("sim_bridge", "cameras").choices) == set(CAMERA_NAMES)
     assert spec("driver", "cameras").choices == spec("sim_bridge", "cameras").choices
     assert set(spec("recorder", "storage").choices) == set(STORAGES)
+
+
+@pytest.mark.parametrize("item", ["sim_bridge.map_frame='odom", 'sim_bridge.base_frame="base_link',
+                                  "sim_bridge.carla_town=*x", "sim_bridge.map_frame=[" * 2000])
+def test_set_refuses_a_value_rcl_cannot_read_naming_it(item):
+    """rcl refuses `-p map_frame:='odom` ("Couldn't parse parameter override rule"); --set took
+    it as the string "'odom": a frame of that name on /tf, and the run counted."""
+    with pytest.raises(ConfigError) as info:
+        cli._parse_set([item])
+    key = item.partition("=")[0]
+    assert str(info.value).startswith(f"--set: {key}: expected a value as rcl reads `-p NAME:=VALUE`: YAML (")
+    assert cli._parse_set(["sim_bridge.map_frame=\"'odom\""]) == {"sim_bridge": {"map_frame": "'odom"}}
