@@ -174,12 +174,15 @@ def spec(node: str, name: str, source: str = "--set") -> ParamSpec:
         ConfigError: unknown node or parameter.
     """
     if node not in NODE_PARAMS:
-        raise ConfigError.single(source, f"{node}.{name}", f"a node in {sorted(NODE_PARAMS)}", node)
+        meant = meant_as(node, NODE_PARAMS)
+        hint = f" (did you mean {meant}?)" if meant is not None else ""
+        raise ConfigError.single(source, f"{node}.{name}", f"a node in {sorted(NODE_PARAMS)}{hint}", node)
     for item in NODE_PARAMS[node]:
         if item.name == name:
             return item
-    names = ", ".join(s.name for s in NODE_PARAMS[node])
-    raise ConfigError.single(source, f"{node}.{name}", f"a parameter of {node}: {names}", name)
+    meant = meant_as(name, {s.name for s in NODE_PARAMS[node]})
+    names = f" (did you mean {meant}?)" if meant is not None else ": " + ", ".join(s.name for s in NODE_PARAMS[node])
+    raise ConfigError.single(source, f"{node}.{name}", f"a parameter of {node}{names}", name)
 
 
 # A float written with an exponent and no dot ("1e-3", "2E5"): a double to ROS 2's own
@@ -296,8 +299,18 @@ RCLPY_PARAMS: Mapping[str, tuple[type, str]] = {
 def meant_as(name: str, known: Iterable[str]) -> str | None:
     """The known name ``name`` was most likely meant as: itself or its last component
     (``/simforge/sim_bridge``) within a typo's distance; None when it names something else."""
-    close = difflib.get_close_matches(name.rsplit("/", 1)[-1], sorted(known), n=1, cutoff=0.8)
-    return close[0] if close else None
+    last = name.rsplit("/", 1)[-1]
+    close = difflib.get_close_matches(last, sorted(known), n=1, cutoff=0.8)
+    if close:
+        return close[0]
+    # ClockMaster, SIM-BRIDGE: case and separators only (a ClockMaster section was left
+    # out as another node's, and the run counted on the defaults)
+    folded = {_folded(k): k for k in known}
+    return folded.get(_folded(last))
+
+
+def _folded(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
 
 
 QOS_OVERRIDES = "qos_overrides"

@@ -257,7 +257,8 @@ def test_a_bad_parameter_file_is_refused_as_simforge_run_refuses_it(tmp_path):
     typo = _file(tmp_path, "clock_master:\n  ros__parameters:\n    decison_us: 50000\n")
     with pytest.raises(ConfigError) as err:
         plan({"params_file": str(typo)}, SHIPPED)
-    assert str(err.value).startswith(f"{typo}: clock_master.decison_us: expected a parameter of clock_master: ")
+    assert str(err.value) == (f"{typo}: clock_master.decison_us: expected a parameter of clock_master (did you mean "
+                              "decision_us?), got 'decison_us'")
     with pytest.raises(ConfigError, match=r"expected an existing ROS 2 parameter file"):
         plan({"params_file": str(tmp_path / "none.yaml")}, SHIPPED)
 

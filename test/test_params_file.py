@@ -324,7 +324,8 @@ sim_bridge:
 
 
 @pytest.mark.parametrize(("section", "meant"), [("sim_brige", "sim_bridge"), ("/simforge/sim_bridge", "sim_bridge"),
-                                                ("drivers", "driver")])
+                                                ("drivers", "driver"), ("ClockMaster", "clock_master"),
+                                                ("SimBridge", "sim_bridge")])
 def test_a_section_within_a_typo_of_a_simforge_node_is_refused_naming_it(tmp_path, section, meant):
     """Left out like another node's, a typo'd section would run the defaults with only a note."""
     path = _write(tmp_path, f"""
@@ -557,3 +558,19 @@ def test_set_refuses_a_value_rcl_cannot_read_naming_it(item):
     key = item.partition("=")[0]
     assert str(info.value).startswith(f"--set: {key}: expected a value as rcl reads `-p NAME:=VALUE`: YAML (")
     assert cli._parse_set(["sim_bridge.map_frame=\"'odom\""]) == {"sim_bridge": {"map_frame": "'odom"}}
+
+
+@pytest.mark.parametrize(("item", "said"), [
+    ("sim_brige.width=64", "--set: sim_brige.width: expected a node in ['clock_master', 'driver', 'recorder', "
+                           "'sim_bridge'] (did you mean sim_bridge?), got 'sim_brige'"),
+    ("sim_bridge.widht=64", "--set: sim_bridge.widht: expected a parameter of sim_bridge (did you mean width?), "
+                            "got 'widht'"),
+    ("ClockMaster.seed=1", "--set: ClockMaster.seed: expected a node in ['clock_master', 'driver', 'recorder', "
+                           "'sim_bridge'] (did you mean clock_master?), got 'ClockMaster'"),
+])
+def test_set_names_the_node_or_parameter_a_typo_was_meant_as(item, said):
+    from simforge_ros.runner import RunSpec, node_params
+
+    with pytest.raises(ConfigError) as info:
+        node_params(RunSpec(scenario="right_turn", out_dir=Path("x"), run_id="x", sets=cli._parse_set([item])))
+    assert str(info.value) == said
