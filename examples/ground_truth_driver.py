@@ -76,7 +76,8 @@ class GroundTruthDriver:
         self._truth: OrderedDict[int, GroundTruth] = OrderedDict()  # by t_us, oldest first
         self._waiting: dict[int, Future] = {}  # t_us -> the request awaiting it
         self._answered: tuple[Decide.Request, Decide.Response] | None = None
-        self.ended: RunStatus | None = None
+        self.ended: RunStatus | None = None  # the final status of a run this driver served
+        self._running: str | None = None  # the run id of the last "running" status seen
         # A Decide awaiting its ground truth holds the node's default callback group until it
         # answers; the message it awaits (and the timer that gives up on it) must be taken
         # meanwhile, so they are in a group of their own, or the node waits on itself.
@@ -87,10 +88,18 @@ class GroundTruthDriver:
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.node.create_subscription(RunStatus, "/simforge/status", self._on_status, latched)
+        # offered after the subscriptions: discovery announces them first, and the bridge
+        # waits for readers it has seen until it has seen this service's (its first messages
+        # would otherwise go out before this node's readers were matched, and be lost)
         self.node.create_service(Decide, "/simforge/decide", self._on_decide)
 
     def _on_status(self, status: RunStatus) -> None:
-        if status.state in ("counted", "refused") and self._answered is not None:
+        # as examples/external_driver.py: the run it answered, or one it saw running (refused
+        # before its first request), not one that ended before it started
+        if status.state == "running":
+            self._running = status.run_id
+        elif status.state in ("counted", "refused") and (self._answered is not None
+                                                         or status.run_id == self._running):
             self.ended = status
 
     def _on_truth(self, truth: GroundTruth) -> None:

@@ -63,6 +63,11 @@ NAME = "sim_bridge"
 # Wall clock: how long a camera's first frame waits for every reader the ROS graph shows on
 # its topics to have matched its writers (see SimBridge._await_readers).
 FIRST_MATCH_WAIT_S = 1.0
+# Wall clock: how long it first waits for the driver's Decide service to be in this node's
+# graph (the clock master has seen it; this node's discovery of that participant can lag
+# by an SPDP announcement period, 3 s): below the drivers' 5 s wait for a named input.
+DRIVER_SEEN_WAIT_S = 3.5
+DECIDE_REQUESTS = f"rq{topics.DECIDE_SERVICE}Request"  # the DDS topic a Decide server reads requests on
 
 
 class SimBridge:
@@ -201,11 +206,27 @@ class SimBridge:
         image and camera_info (recorded from step 1 on), so no step ever completed and
         nothing was chained. A reader that cannot match (incompatible QoS) is named in a
         warning and not waited for again.
+
+        The readers are counted once this node's graph shows the driver's reader of Decide
+        requests (at most DRIVER_SEEN_WAIT_S), which the clock master matched before it
+        called step 0: discovery announces a participant's readers in the order they were
+        made, so a driver that subscribed before offering Decide has its readers shown by
+        then (not so by the service's writer of answers, which count_services counts). An
+        external driver started after the run (README's order) lost step 0's ground truth
+        in 2 runs of 15 ("no /simforge/ground_truth with t_us=0 within 5 s"): this node had
+        not yet discovered the driver's participant, up to 2 s after the clock master had.
         """
         if key in self._readers_awaited:
             return
         self._readers_awaited.add(key)
         node = self.node
+        seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
+        while not node.get_subscriptions_info_by_topic(DECIDE_REQUESTS, no_mangle=True):
+            if time.monotonic() >= seen_deadline:
+                node.get_logger().warning(f"{key}: the driver's {topics.DECIDE_SERVICE} is not in this node's graph "
+                                          f"after {DRIVER_SEEN_WAIT_S:g} s; its readers not waited for")
+                break
+            time.sleep(0.002)
         wall_deadline = time.monotonic() + FIRST_MATCH_WAIT_S
         while True:
             recorder = int("recorder" in node.get_node_names())

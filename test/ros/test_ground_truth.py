@@ -156,3 +156,59 @@ def test_the_planner_refuses_a_step_whose_ground_truth_never_comes(tmp_path, mon
     assert run.status == "refused" and run.refusal["code"] == "missing_frame" and run.refusal["step"] == 0
     assert "no /simforge/ground_truth with t_us=0 within 5 s" in run.refusal["detail"]
     assert driver.returncode == 1 and f"run {run.run_id}: refused missing_frame" in said
+
+
+def test_a_planner_started_after_the_run_gets_step_0s_ground_truth(tmp_path, monkeypatch):
+    """README's order: the run first, waiting for its driver, then the driver. The bridge's
+    discovery of a driver started so can lag the clock master's by seconds, and step 0's
+    ground truth went out before the driver's reader was matched: refused missing_frame
+    ("no /simforge/ground_truth with t_us=0 within 5 s") in about 1 run in 11 (10 of 107)."""
+    import subprocess
+    import sys
+    import threading
+
+    from runs import wait_for_nodes
+
+    from simforge_ros.isolation import lease_domain
+
+    results = []
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        for index in range(8):
+            runs = tmp_path / f"runs{index}"
+            runs.mkdir()
+            run = threading.Thread(target=lambda at=runs: results.append(lockstep(
+                at, steps=3, layout="processes", driver="external", sets={"sim_bridge": {"ground_truth": True}})))
+            run.start()
+            try:
+                wait_for_nodes(lease.domain_id, "clock_master")  # the run waits for its driver
+                driver = subprocess.run([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env),
+                                        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+            finally:
+                run.join(timeout=120)
+            assert results[-1].status == "counted", (index, results[-1].refusal, driver.stderr)
+            assert driver.returncode == 0 and f"run {results[-1].run_id}: counted" in driver.stdout
+
+
+def test_the_planner_with_once_exits_for_a_run_refused_before_it_answered(tmp_path, monkeypatch):
+    """It exited only for a run it had answered: one refused at step 0 by the bridge's fault
+    (before any Decide) left it waiting for ever, a CI job built on --once hung."""
+    import subprocess
+    import sys
+
+    from simforge_ros.isolation import lease_domain
+
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        driver = subprocess.Popen([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+        try:
+            run = lockstep(tmp_path, steps=5, layout="processes", driver="external",
+                           sets={"sim_bridge": {"ground_truth": True}}, faults=("drop_frame@0",))
+            said, _ = driver.communicate(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+    assert run.status == "refused" and run.refusal["step"] == 0, run.refusal
+    assert driver.returncode == 1 and f"run {run.run_id}: refused {run.refusal['code']}" in said
