@@ -96,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rclpy.init()
     driver = CruiseDriver()
+    # a run that ended before this node started, or one in another domain, is never served:
+    # say where this one waits, so a script that waits on it can tell
+    print(f"external_driver: serving /simforge/decide on ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}"
+          + (", until the run it serves ends" if args.once else ""), file=sys.stderr, flush=True)
     try:
         while rclpy.ok() and not (args.once and driver.ended is not None):
             rclpy.spin_once(driver.node, timeout_sec=0.1)

@@ -159,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rclpy.init()
     driver = GroundTruthDriver()
+    # a run that ended before this node started, or one in another domain, is never served:
+    # say where this one waits, so a script that waits on it can tell
+    print(f"ground_truth_driver: serving /simforge/decide on ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}"
+          + (", until the run it serves ends" if args.once else ""), file=sys.stderr, flush=True)
     # one executor for the node's life: a Decide awaiting its ground truth is a task of it,
     # resumed once the message has come
     executor = SingleThreadedExecutor()

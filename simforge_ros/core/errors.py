@@ -243,5 +243,7 @@ def refusal_from_code(code: str, step: int, detail: str) -> Refusal:
     """
     cls = REFUSALS.get(code)
     if cls is None:
+        if not code:  # ok false and no code: "unknown refusal code '': driver: " before
+            return ParticipantError(step, f"refused with no refusal code: {detail}")
         return ParticipantError(step, f"unknown refusal code {code!r}: {detail}")
     return cls(step, detail)

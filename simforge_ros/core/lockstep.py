@@ -221,7 +221,8 @@ def run_lockstep(
         w2 = wall_ns()
         if action.step != k or action.decided_step != k or action.t_us != t_us:
             raise ParticipantError(
-                k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us)"
+                k, f"driver answered for step {action.step} (decided {action.decided_step}, t={action.t_us} us), "
+                   f"asked for step {k} at t={t_us} us"
             )
         if len(action.trajectory) > MAX_PLAN_POINTS:
             # every point is recorded and hashed each step: 150 000 of them outlasted the

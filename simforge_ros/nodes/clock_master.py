@@ -664,7 +664,7 @@ class ClockMaster:
             # a period the bridge cannot take is refused as it answers the reset: before step 0
             before = request.reset and response.refusal_code == RateNotMultiple.code
             raise refusal_from_code(response.refusal_code, -1 if before else request.step,
-                                    f"sim_bridge: {response.detail}")
+                                    f"sim_bridge: {response.detail or 'no detail'}")
         if request.reset:  # the world is at t(0) now: the pace counts from here
             self._pacer.start(time.perf_counter_ns())
         # The observed state is published from here, not by the bridge before it answers,
@@ -696,7 +696,7 @@ class ClockMaster:
                 # would never be sent again): the driver's error, with the code it gave
                 raise ParticipantError(request.step, f"driver: refused with {code!r}, not a driver's refusal: "
                                                      f"{one_line(response.detail)}")
-            raise refusal_from_code(code, request.step, f"driver: {one_line(response.detail)}")
+            raise refusal_from_code(code, request.step, f"driver: {one_line(response.detail) or 'no detail'}")
         return convert.action_value(response.action)
 
     # -- loop outputs ----------------------------------------------------------------------

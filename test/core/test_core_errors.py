@@ -131,3 +131,10 @@ def test_a_refusal_before_any_step_is_said_before_step_0() -> None:
     assert str(ParticipantTimeout(-1, "no driver")) == "participant_timeout before step 0: no driver"
     assert ending({"code": "participant_timeout", "step": -1}) == "refused:participant_timeout before step 0"
     assert ending({"code": "aborted", "step": 4}) == "refused:aborted at step 4"
+
+
+def test_a_refusal_with_no_code_says_so() -> None:
+    """ok false with neither code nor detail read "unknown refusal code '': driver: "."""
+    refusal = E.refusal_from_code("", 3, "driver: no detail")
+    assert isinstance(refusal, E.ParticipantError) and refusal.step == 3
+    assert refusal.detail == "refused with no refusal code: driver: no detail"

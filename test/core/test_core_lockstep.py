@@ -178,6 +178,7 @@ def test_an_answer_for_another_step_is_refused() -> None:
     with pytest.raises(ParticipantError) as info:
         run_lockstep(LoopConfig(steps=10), participants, Sink(), progress=progress)
     assert info.value.step == 4 and "driver answered for step 3" in info.value.detail
+    assert info.value.detail.endswith(", asked for step 4 at t=400000 us")  # what it should have said, too
     assert progress.steps_done == 4
 
 
