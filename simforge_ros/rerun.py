@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when the rerun repeated the kept run, 1 when it did not, 2 on bad input."""
-    from simforge_ros.record.diff_runs import compare_runs, describe_setup, to_json
+    from simforge_ros.record.diff_runs import compare_runs, describe_setup, to_json, unrepeatable
     from simforge_ros.runner import run as start_run
 
     args = parse(build_parser(), argv)
@@ -314,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"`simforge verify {args.run}` holds them to its bag")
         if setup and not same:
             print(describe_setup(setup))
+        if not same and (why := unrepeatable(kept.manifest)) is not None:
+            print(f"(not a fault: {why})")
     return 0 if same else EXIT_FAILURE
 
 

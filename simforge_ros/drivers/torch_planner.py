@@ -227,6 +227,8 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
         raise ConfigError.single("driver", WEIGHTS_FIELD, expected, not_torch)
     with path.open("rb") as handle:
         sha = hashlib.file_digest(handle, "sha256").hexdigest()
+    if (damaged := _damaged_member(path)) is not None:  # torch.load checks no CRC: a changed byte was driven
+        raise ConfigError.single("driver", WEIGHTS_FIELD, expected, f"{path}: damaged: {damaged}")
     try:
         if _is_torchscript(path):
             with warnings.catch_warnings():  # torch.jit is deprecated in 2.13; still loads
@@ -241,6 +243,20 @@ def load_weights(config: TorchPlannerConfig) -> tuple[nn.Module, str, str]:
         # RuntimeError, BadZipFile... for files that are not weights; each is the same bad field
         raise ConfigError.single("driver", WEIGHTS_FIELD, expected, failed_as_weights(path, exc)) from None
     return net, "state_dict", sha
+
+
+def _damaged_member(path: Path) -> str | None:
+    """What of a torch.save / torch.jit.save zip fails its CRC check, or None (also for a
+    legacy pickle, which has none). torch reads the members without checking: 100 bytes
+    changed in a saved tensor loaded as other weights, and the run counted."""
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except Exception as exc:  # noqa: BLE001 - a user's file: BadZipFile, an unsupported compression...
+        return _one_line(exc)
+    return None if bad is None else f"its member {bad} fails its CRC check (changed on disk or in transfer?)"
 
 
 def failed_as_weights(path: object, exc: BaseException) -> Printed:
@@ -379,6 +395,9 @@ class TorchPlanner:
             raise ConfigError.single("driver", WEIGHTS_FIELD, want, failed_as_weights(cfg.weights_path, exc)) from None
         if shape != (cfg.samples, cfg.waypoints, 2):
             raise ConfigError.single("driver", WEIGHTS_FIELD, want, f"{cfg.weights_path}: it answered {shape}")
+        if not bool(torch.isfinite(out).all()):  # refused at step 0 without the field or the file, before
+            raise ConfigError.single("driver", WEIGHTS_FIELD, f"{want}, finite",
+                                     f"{cfg.weights_path}: it answered non-finite values to black frames")
 
     def use_frames_hw(self, frames_hw: tuple[int, int]) -> bool:
         """Plan on frames of this (height, width): the bridge's, which the driver learns from

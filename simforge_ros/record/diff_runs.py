@@ -272,17 +272,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(describe(result))
         if setup:
             print(describe_setup(setup))
+        if not result.identical:
+            for run in runs:
+                if (why := unrepeatable(run.manifest)) is not None:
+                    say("diff", f"note: {run.path}: {why}")
         # a step to look at: none when the second run did none (refused before step 0)
         did_steps = runs[1].manifest.get("steps")
         if (not result.identical and result.first != "steps" and result.step is not None
                 and isinstance(did_steps, int) and did_steps > 0):
             # stderr: stdout stays the one line (two, with setup differences) scripts read
-            print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
-                  f"simforge rerun {shlex.quote(str(args.run_b))} --hold-at-step {result.step}", file=sys.stderr)
+            run_b = shlex.quote(str(args.run_b))
+            if result.step < did_steps:
+                print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
+                      f"simforge rerun {run_b} --hold-at-step {result.step}", file=sys.stderr)
+            else:  # its refused step, or past its end: a hold there is never reached (refused: hold_at_step)
+                print(f"simforge diff: to look at step {result.step} live, rerun the second run held at step "
+                      f"{did_steps - 1}, the last it did, and let it do the next (`simforge pause --step`): "
+                      f"simforge rerun {run_b} --hold-at-step {did_steps - 1}", file=sys.stderr)
+            refusal = runs[1].manifest.get("refusal") or {}
+            last = result.step if result.step < did_steps or refusal.get("step") == result.step else did_steps - 1
             print(f"simforge diff: or replay what it recorded up to there: simforge play "
-                  f"{shlex.quote(str(args.run_b))} --from-step {max(0, result.step - _REPLAY_BEFORE)} "
-                  f"--to-step {result.step}", file=sys.stderr)
+                  f"{run_b} --from-step {max(0, last - _REPLAY_BEFORE)} --to-step {last}", file=sys.stderr)
     return 0 if result.identical else EXIT_FAILURE
+
+
+def unrepeatable(manifest: Mapping[str, Any]) -> str | None:
+    """Why a run is not meant to repeat, or None: its torch planner sampled unseeded
+    (driver.deterministic false). Its rerun "did not repeat" and diff pointed at a hold to
+    hunt a divergence the setting made on purpose."""
+    driver = ((manifest.get("nodes") or {}).get("driver") or {}).get("params") or {}
+    if driver.get("policy") == "torch" and driver.get("deterministic") is False:
+        return ("its driver.deterministic is false: the torch planner samples unseeded, so its runs are not meant "
+                "to repeat")
+    return None
 
 
 if __name__ == "__main__":

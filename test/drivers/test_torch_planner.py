@@ -187,6 +187,14 @@ class _NaNPlanner(torch.nn.Module):
         return torch.full((noise.shape[0], 10, 2), float("nan"))
 
 
+class _NaNOnRealFramesPlanner(torch.nn.Module):
+    """Finite on the black start-up frames, NaN on any drawn one."""
+
+    def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        scale = torch.where(images.sum() > 0, torch.tensor(float("nan")), torch.tensor(0.0))
+        return torch.zeros((noise.shape[0], 10, 2)) * scale
+
+
 class _FlatPlanner(torch.nn.Module):
     def forward(self, images: torch.Tensor, speed_mps: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
         return torch.zeros((noise.shape[0], 3))
@@ -312,11 +320,39 @@ def test_the_planner_plans_at_the_size_the_bridge_renders(tmp_path: Path) -> Non
 
 def test_a_model_answering_non_finite_values_is_refused_at_its_step(
         tmp_path: Path, frames: Mapping[str, np.ndarray]) -> None:
-    planner = TorchPlanner(TorchPlannerConfig(weights_path=_script(_NaNPlanner(), tmp_path / "nan.pt")))
+    planner = TorchPlanner(TorchPlannerConfig(weights_path=_script(_NaNOnRealFramesPlanner(), tmp_path / "nan.pt")))
     planner.reset(0, DECISION_US)
     with pytest.raises(ParticipantError) as info:
         planner.decide(_obs(5, _state(5), frames))
     assert info.value.step == 5 and "non-finite values" in info.value.detail
+
+
+def test_a_model_answering_non_finite_values_to_black_frames_is_named_as_the_weights(tmp_path: Path) -> None:
+    """Refused at step 0 as "the torch planner's model answered non-finite values", without
+    the field or the file, where a model of the wrong shape is named by both."""
+    path = _script(_NaNPlanner(), tmp_path / "nan.pt")
+    with pytest.raises(ConfigError) as info:
+        TorchPlanner(TorchPlannerConfig(weights_path=path))
+    problem = info.value.problems[0]
+    assert problem.field == "driver.weights" and str(problem.got) == f"{path}: it answered non-finite values to " \
+        "black frames"
+
+
+def test_a_damaged_weights_file_is_refused_not_driven(tmp_path: Path) -> None:
+    """torch.load checks no CRC: 100 bytes changed inside a saved tensor loaded as other
+    weights, and the run counted."""
+    path = tmp_path / "weights.pt"
+    torch.save(TorchPlanner(TorchPlannerConfig()).model.state_dict(), path)
+    blob = bytearray(path.read_bytes())
+    start = blob.index(b"data/0") + 200  # inside the first tensor's bytes (stored, uncompressed)
+    for i in range(start, start + 100):
+        blob[i] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    with pytest.raises(ConfigError) as info:
+        TorchPlanner(TorchPlannerConfig(weights_path=str(path)))
+    problem = info.value.problems[0]
+    assert problem.field == "driver.weights" and "damaged: its member " in str(problem.got)
+    assert "fails its CRC check" in str(problem.got)
 
 
 def test_samples_reduce_and_dtype_options(frames: Mapping[str, np.ndarray]) -> None:

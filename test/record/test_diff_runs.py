@@ -319,3 +319,32 @@ def test_no_step_to_look_at_is_offered_for_a_run_that_did_none(make_run: MakeRun
     assert main([str(a), str(b)]) == 1
     out, err = capsys.readouterr()
     assert "ended differently" in out and "to look at step" not in err and "simforge play" not in err
+
+
+def test_a_step_the_second_run_never_did_is_looked_at_from_the_step_before(make_run: MakeRun,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """A counted 15-step run against one refused at step 15 end apart at step 15: diff
+    offered `rerun --hold-at-step 15`, a hold the refused run never reaches (it ran to its
+    refusal and exited without holding)."""
+    a, b = make_run("a", steps=15), make_run("b", steps=20, refuse_at=15)
+    assert main([str(a), str(b)]) == 1
+    _out, err = capsys.readouterr()
+    assert (f"to look at step 15 live, rerun the second run held at step 14, the last it did, and let it do the next "
+            f"(`simforge pause --step`): simforge rerun {b} --hold-at-step 14") in err
+    assert f"simforge play {b} --from-step 5 --to-step 15" in err  # its bag holds the refused step's /clock
+
+
+def test_a_torch_run_not_meant_to_repeat_is_said_so(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = make_run("a", steps=20), make_run("b", steps=20)
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["nodes"]["driver"]["params"].update(policy="torch", deterministic=False)
+    manifest["steps"] = 20
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    lines = (b / "steps.jsonl").read_text().splitlines()
+    record = json.loads(lines[10])
+    record["action"]["accel_mps2"] += 0.5
+    lines[10] = json.dumps(record)
+    (b / "steps.jsonl").write_text("\n".join(lines) + "\n")
+    main([str(a), str(b)])
+    _out, err = capsys.readouterr()
+    assert f"simforge diff: note: {b}: its driver.deterministic is false: the torch planner samples unseeded" in err
