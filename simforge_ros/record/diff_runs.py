@@ -134,10 +134,19 @@ def manifest_difference(a: Mapping[str, Any], b: Mapping[str, Any], steps: int) 
         return DiffResult(False, steps, "end", "end", end_a, end_b, steps)
     for key, _what, _label in SIDE_DIGESTS:
         if key in a and key in b:  # a run recorded before a key was kept has none to compare
-            found = first_field_diff(key, a[key], b[key])
+            found = first_field_diff(key, _messages_first(a[key]), _messages_first(b[key]))
             if found is not None:
                 return DiffResult(False, None, "messages", found[0], found[1], found[2], steps)
     return None
+
+
+def _messages_first(summary: object) -> object:
+    """A side-digest summary with each entry's count ahead of its digest: "50 vs 51
+    messages" says what two 64-hex digests do not (the manifest keeps keys sorted)."""
+    if not isinstance(summary, Mapping):
+        return summary
+    return {name: ({"messages": entry.get("messages"), **entry} if isinstance(entry, Mapping) else entry)
+            for name, entry in summary.items()}
 
 
 def chain_disagreement(run: RunDir) -> str | None:

@@ -104,6 +104,8 @@ def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] 
         lines.append("the common steps are the same in every run" + ("" if result.identical else
                                                                        ", and the runs' lengths differ"))
         lines += apart
+    elif result.identical and result.common == 0:  # "the noise floor is 0" of no step said nothing
+        lines.append("no step in common: no noise floor to give (the runs ended alike before any step)")
     elif result.identical:
         lines.append(f"identical: every step is the same in every run (chain {runs[0].manifest['chain_digest'][:16]}); "
                      "the noise floor is 0")

@@ -348,3 +348,15 @@ def test_a_torch_run_not_meant_to_repeat_is_said_so(make_run: MakeRun, capsys: p
     main([str(a), str(b)])
     _out, err = capsys.readouterr()
     assert f"simforge diff: note: {b}: its driver.deterministic is false: the torch planner samples unseeded" in err
+
+
+def test_a_side_difference_in_counts_is_named_by_the_count() -> None:
+    """The manifest keeps keys sorted: diff said 'camera_info.chase.digest: <64 hex> vs <64
+    hex>' of runs whose difference was 10 vs 11 camera_info messages."""
+    from simforge_ros.record.diff_runs import manifest_difference
+
+    base = {"status": "refused", "refusal": {"code": "time_drift", "step": 10, "detail": "x"}, "steps": 10}
+    a = {**base, "camera_info": {"chase": {"digest": "a" * 64, "messages": 10}}}
+    b = {**base, "camera_info": {"chase": {"digest": "b" * 64, "messages": 11}}}
+    found = manifest_difference(a, b, 10)
+    assert found is not None and (found.field, found.a, found.b) == ("camera_info.chase.messages", 10, 11)

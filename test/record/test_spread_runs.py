@@ -115,3 +115,12 @@ def test_what_no_chain_holds_differing_is_a_difference(make_run, capsys):
     (said,) = got["apart"]
     assert said == ("b: every step record is the same (10 steps), but the messages no chain holds differ "
                            f"(camera_info.front.digest: '{original}' vs '{'f' * 64}')")
+
+
+def test_runs_with_no_step_in_common_give_no_noise_floor(make_run, capsys):
+    """Two runs refused at step 0: "identical: ...; the noise floor is 0" over no step."""
+    a, b = make_run("a", steps=10, refuse_at=0), make_run("b", steps=10, refuse_at=0)
+    assert main([str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "0 steps in common" in out and "no step in common: no noise floor to give" in out
+    assert "the noise floor is 0" not in out
