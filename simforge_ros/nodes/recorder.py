@@ -69,6 +69,7 @@ from simforge_ros.record.rundir import kept_chain, unusable_run_dir
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
+    SIDE_BEFORE,
     TF_TYPE,
     TRUTH_TYPE,
     CameraInfoDigests,
@@ -442,13 +443,13 @@ class Recorder:
                 self._info_digests.add(part[5:], cast("dict[str, Any]", to_plain(msg)))
                 side_done = True
             elif part == "odom":
-                self._odom_digests.add(cast("dict[str, Any]", to_plain(msg)))
+                self._odom_digests.add(cast("dict[str, Any]", to_plain(msg)), t_ns)
                 side_done = True
-            elif part == "tf":
-                self._tf_digests.add(topic, cast("dict[str, Any]", to_plain(msg)))
+            elif part == "tf":  # /tf_static is sent once, not a step's
+                self._tf_digests.add(topic, cast("dict[str, Any]", to_plain(msg)), t_ns if topic == topics.TF else None)
                 side_done = True
             elif part == "truth":
-                self._truth_digests.add(topic, cast("dict[str, Any]", to_plain(msg)))
+                self._truth_digests.add(topic, cast("dict[str, Any]", to_plain(msg)), t_ns)
                 side_done = True
             elif part.startswith("frame:"):
                 self._images_seen[part[6:]] += 1
@@ -674,6 +675,10 @@ class Recorder:
             # what the files hold (it said one step more on a full disk)
             kept = kept_chain(self.out_dir / "steps.jsonl")
             last, steps, chain, frames = kept.last, kept.steps, kept.chain_digest, kept.frames_digest
+        # a refused run's digests of what no chain holds count its recorded steps' messages
+        # only: what came of the step it was refused at (frames sent after the bridge's
+        # answer) reached this node before it closed in some repeats and not in others
+        before = None if counted else (steps * int(last["timing"]["decision_us"]) * 1000 if last is not None else 0)
         manifest = build_manifest(
             run_id=run_id or self._values["run_id"],
             status="counted" if counted else "refused",
@@ -686,17 +691,19 @@ class Recorder:
             nodes=self._nodes,
             storage=self._values["storage"],
             contacts=self._contacts,
-            camera_info=self._info_digests.summary(),
-            image_headers=self._header_digests.summary(),
-            odometry=self._odom_digests.summary(),
-            transforms=self._tf_digests.summary(),
-            ground_truth=self._truth_digests.summary(),
+            camera_info=self._info_digests.summary(before),
+            image_headers=self._header_digests.summary(before),
+            odometry=self._odom_digests.summary(before),
+            transforms=self._tf_digests.summary(before),
+            ground_truth=self._truth_digests.summary(before),
             participants=participants or {},
             wall={"start_ns": self._wall_start_ns,
                   "end_ns": time.time_ns() if self._wall_start_ns is not None else None,
                   # not known (a salvage: no clock master said them): null, as start and end
                   "step_ns": wall_summary(self._step_ns), **(waited or {"paced_ns": None, "held_ns": None})},
         )
+        if before is not None:
+            manifest[SIDE_BEFORE] = before
         if self._failure is not None:
             manifest["record_failure"] = self._failure
         if self._salvaged:  # rebuilt from a killed recorder's bag (record.salvage): rerun runs its steps

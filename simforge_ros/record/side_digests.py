@@ -32,32 +32,60 @@ from simforge_ros.core.canonical import encode, to_plain
 from simforge_ros.record.image_cdr import leading_stamp_ns
 
 _MOD = 1 << 256
+RECENT_TIMES = 64
+"""Stamps a digest remembers its messages' part by, per key: the latest ones (see summary)."""
 _CACHE_MAX = 256  # distinct camera_info contents remembered (a camera's rarely changes)
 
 
 class OrderFreeDigests:
-    """Per camera: the messages noted and the sum of their SHA-256 digests."""
+    """Per camera: the messages noted and the sum of their SHA-256 digests.
 
-    def __init__(self) -> None:
+    A message noted with its stamp (``t_ns``: one of a step's) is also remembered by it, for
+    the latest RECENT_TIMES stamps, so that ``summary(before_ns)`` can leave out what came
+    of a step no chain holds: a refused run's refused step, whose frames the bridge sends
+    after it answers, reached the recorder before it closed in some runs and not in others
+    (repeats of one refused run then differed, 10 vs 11 camera_info messages)."""
+
+    def __init__(self, by_stamp: bool = True) -> None:
+        """``by_stamp`` false: never asked for a summary before a time (verify of a run that
+        was not refused), so nothing is remembered by stamp."""
         self._sums: dict[str, int] = {}
         self._counts: dict[str, int] = {}
+        self._by_stamp: dict[str, dict[int, list[int]]] | None = {} if by_stamp else None  # key -> t_ns -> part
 
-    def note(self, camera: str, item: bytes) -> None:
-        """One message, as the canonical bytes of what is kept of it."""
+    def note(self, camera: str, item: bytes, t_ns: int | None = None) -> None:
+        """One message, as the canonical bytes of what is kept of it; ``t_ns``: its stamp,
+        for a message of a step (None: one sent once, as /tf_static)."""
         digest = int.from_bytes(hashlib.sha256(item).digest(), "big")
         self._sums[camera] = (self._sums.get(camera, 0) + digest) % _MOD
         self._counts[camera] = self._counts.get(camera, 0) + 1
+        if t_ns is None or self._by_stamp is None:
+            return
+        recent = self._by_stamp.setdefault(camera, {})
+        part = recent.setdefault(t_ns, [0, 0])
+        part[0], part[1] = (part[0] + digest) % _MOD, part[1] + 1
+        if len(recent) > RECENT_TIMES:  # the first remembered: stamps come in step order (a stale one aside)
+            del recent[next(iter(recent))]
 
     def messages(self, key: str) -> int:
         """How many messages were noted under ``key``."""
         return self._counts.get(key, 0)
 
-    def summary(self) -> dict[str, dict[str, Any]]:
-        """{camera: {"messages": n, "digest": 64 hex digits}}, cameras sorted."""
-        return {
-            camera: {"messages": self._counts[camera], "digest": self._sums[camera].to_bytes(32, "big").hex()}
-            for camera in sorted(self._counts)
-        }
+    def summary(self, before_ns: int | None = None) -> dict[str, dict[str, Any]]:
+        """{camera: {"messages": n, "digest": 64 hex digits}}, cameras sorted; with
+        ``before_ns``, of the messages stamped before it (and those noted with no stamp)."""
+        out = {}
+        for camera in sorted(self._counts):
+            total, count = self._sums[camera], self._counts[camera]
+            if before_ns is not None:
+                if self._by_stamp is None:
+                    raise ValueError("a summary before a time of digests kept without their stamps")
+                for t_ns, (part_sum, part_count) in self._by_stamp.get(camera, {}).items():
+                    if t_ns >= before_ns:
+                        total, count = (total - part_sum) % _MOD, count - part_count
+            if count:
+                out[camera] = {"messages": count, "digest": total.to_bytes(32, "big").hex()}
+        return out
 
 
 def split_stamp(plain: Mapping[str, Any]) -> tuple[int, int, dict[str, Any]]:
@@ -77,15 +105,15 @@ class CameraInfoDigests(OrderFreeDigests):
     a cache, so a camera whose info never changes is deserialised once).
     """
 
-    def __init__(self, deserialize: Callable[[bytes], Any] | None = None) -> None:
-        super().__init__()
+    def __init__(self, deserialize: Callable[[bytes], Any] | None = None, by_stamp: bool = True) -> None:
+        super().__init__(by_stamp)
         self._deserialize = deserialize
         self._rest: dict[bytes, bytes] = {}  # CDR after the stamp -> canonical bytes of the rest
 
     def add(self, camera: str, plain: Mapping[str, Any]) -> None:
         """A camera_info message as plain field values (how verify reads the bag)."""
         sec, nanosec, rest = split_stamp(plain)
-        self.note(camera, encode([sec, nanosec]) + encode(rest))
+        self.note(camera, encode([sec, nanosec]) + encode(rest), sec * 1_000_000_000 + nanosec)
 
     def add_raw(self, camera: str, raw: bytes | memoryview) -> None:
         """A camera_info as received (little-endian CDR; how the recorder takes it).
@@ -108,7 +136,7 @@ class CameraInfoDigests(OrderFreeDigests):
                 self._rest.clear()
             self._rest[key] = rest_bytes
         sec, nanosec = divmod(stamp_ns, 1_000_000_000)
-        self.note(camera, encode([sec, nanosec]) + rest_bytes)
+        self.note(camera, encode([sec, nanosec]) + rest_bytes, stamp_ns)
 
 
 ODOM_TYPE = "nav_msgs/msg/Odometry"  # what topics.ODOM carries
@@ -120,15 +148,16 @@ class OdometryDigests(OrderFreeDigests):
 
     KEY = "ego"
 
-    def add(self, plain: Mapping[str, Any]) -> None:
-        self.note(self.KEY, encode(plain))
+    def add(self, plain: Mapping[str, Any], t_ns: int | None = None) -> None:
+        self.note(self.KEY, encode(plain), t_ns)
 
 
 class TopicDigests(OrderFreeDigests):
     """Every field of each message on a topic, kept under the topic's name."""
 
-    def add(self, topic: str, plain: Mapping[str, Any]) -> None:
-        self.note(topic, encode(plain))
+    def add(self, topic: str, plain: Mapping[str, Any], t_ns: int | None = None) -> None:
+        """``t_ns``: the step time the message was logged at (None: one sent once, /tf_static)."""
+        self.note(topic, encode(plain), t_ns)
 
 
 TF_TYPE = "tf2_msgs/msg/TFMessage"  # what topics.TF and topics.TF_STATIC carry
@@ -156,8 +185,13 @@ class ImageHeaderDigests(OrderFreeDigests):
     """What of each Image the frames chain leaves out: its stamp, frame_id, is_bigendian."""
 
     def add(self, camera: str, sec: int, nanosec: int, frame_id: str, is_bigendian: int) -> None:
-        self.note(camera, encode([int(sec), int(nanosec), str(frame_id), int(is_bigendian)]))
+        self.note(camera, encode([int(sec), int(nanosec), str(frame_id), int(is_bigendian)]),
+                  int(sec) * 1_000_000_000 + int(nanosec))
 
+
+SIDE_BEFORE = "side_digests_before_ns"
+"""The manifest key of a refused run: its side digests count the messages stamped before
+this time, its first unrecorded step's (OrderFreeDigests.summary); absent: all of them."""
 
 SIDE_DIGESTS = (("camera_info", "camera_info messages", "camera"), ("image_headers", "image headers", "camera"),
                 ("odometry", "odometry messages", "vehicle"), ("transforms", "transform messages", "topic"),

@@ -33,6 +33,7 @@ from simforge_ros.record.rundir import MANIFEST, STEPS, RunDir, load_run
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
+    SIDE_BEFORE,
     SIDE_DIGESTS,
     TF_TYPE,
     TRUTH_TYPE,
@@ -92,7 +93,8 @@ class Replay:
     any length verifies in flat memory; the /clock stamps are kept as two int64 arrays.
     """
 
-    def __init__(self, bag_path: Path, expected_steps: int = 0) -> None:
+    def __init__(self, bag_path: Path, expected_steps: int = 0, by_stamp: bool = False) -> None:
+        """``by_stamp``: the side digests are asked for before a time (a refused run's)."""
         self.bag_path = bag_path
         self.expected_steps = expected_steps
         self.steps = 0
@@ -110,11 +112,11 @@ class Replay:
         self.contacts: list[Any] = []
         self.statuses: list[dict[str, Any]] = []  # the run's status messages (/simforge/status)
         # what of the camera messages no chain holds (record.side_digests)
-        self.camera_info = CameraInfoDigests()
-        self.image_headers = ImageHeaderDigests()
-        self.odometry = OdometryDigests()
-        self.transforms = TransformDigests()
-        self.ground_truth = GroundTruthDigests()
+        self.camera_info = CameraInfoDigests(by_stamp=by_stamp)
+        self.image_headers = ImageHeaderDigests(by_stamp=by_stamp)
+        self.odometry = OdometryDigests(by_stamp=by_stamp)
+        self.transforms = TransformDigests(by_stamp=by_stamp)
+        self.ground_truth = GroundTruthDigests(by_stamp=by_stamp)
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -158,14 +160,15 @@ class Replay:
                 self.clock_stamp_ns.append(int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec))
             elif topic == topics.ODOM:
                 _expect_type(bag_path, topic, item.msgtype, ODOM_TYPE)
-                self.odometry.add(cast("dict[str, Any]", to_plain(item.msg)))
+                self.odometry.add(cast("dict[str, Any]", to_plain(item.msg)), item.t_ns)
             elif topic in (topics.TF, topics.TF_STATIC):
                 _expect_type(bag_path, topic, item.msgtype, TF_TYPE)
-                self.transforms.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
+                self.transforms.add(topic, cast("dict[str, Any]", to_plain(item.msg)),
+                                    item.t_ns if topic == topics.TF else None)
             elif topic in (topics.GROUND_TRUTH, topics.MARKERS):
                 want = TRUTH_TYPE if topic == topics.GROUND_TRUTH else MARKERS_TYPE
                 _expect_type(bag_path, topic, item.msgtype, want)
-                self.ground_truth.add(topic, cast("dict[str, Any]", to_plain(item.msg)))
+                self.ground_truth.add(topic, cast("dict[str, Any]", to_plain(item.msg)), item.t_ns)
             elif (match := _INFO_TOPIC.match(topic)) is not None:
                 _expect_type(bag_path, topic, item.msgtype, INFO_TYPE)
                 self.camera_info.add(match["camera"], cast("dict[str, Any]", to_plain(item.msg)))
@@ -428,10 +431,17 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
         return status
     if contacts is not None and not (isinstance(contacts, dict) and contacts.get("events") == replay.contacts):
         return _mismatch(last, "manifest.contacts", f"{MANIFEST} contacts differ from the contact events the bag holds")
+    before = manifest.get(SIDE_BEFORE)  # a refused run's: its recorded steps' messages only
+    if SIDE_BEFORE in manifest:
+        contract = manifest.get("contract") or {}
+        due = n * int(contract.get("decision_us", 0)) * 1000
+        if run.status != "refused" or type(before) is not int or before != due:
+            return _mismatch(last, f"manifest.{SIDE_BEFORE}", f"{MANIFEST} has {before!r}: a refused run's first "
+                                                              f"unrecorded step time, {due} ns, or none")
     for key, what, label in SIDE_DIGESTS:
         recorded = manifest.get(key)  # absent from runs recorded before it was kept
         replayed = getattr(replay, key)
-        said = None if recorded is None else first_difference(recorded, replayed.summary(), what, label=label)
+        said = None if recorded is None else first_difference(recorded, replayed.summary(before), what, label=label)
         if said is not None:
             return _mismatch(last, f"manifest.{key}", said)
     if run.status == "counted" and manifest["expected_steps"] != n:
@@ -450,7 +460,7 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
         BagError: the bag is missing, truncated or unreadable.
     """
     run = load_run(Path(run_dir))
-    replay = Replay(run.bag_path, len(run.steps))
+    replay = Replay(run.bag_path, len(run.steps), by_stamp=SIDE_BEFORE in run.manifest)
     # first: bookkeeping that does not match can make rosbags read the bag wrong, or not at all
     structure = _structure_mismatch(run.bag_path)
     try:

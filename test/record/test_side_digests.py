@@ -115,3 +115,24 @@ def test_an_image_header_the_frames_chain_leaves_out_changes_its_digest(change):
     assert first_difference(plain.summary(), changed.summary(), "image headers") == (
         "camera front: the bag's image headers are not those recorded "
         f"(digest {changed.summary()['front']['digest'][:16]}, the manifest {plain.summary()['front']['digest'][:16]})")
+
+
+def test_a_summary_before_a_time_leaves_out_what_came_of_the_steps_after():
+    """A refused run's digests count its recorded steps' messages only: its refused step's
+    frames, sent after the bridge answered, reached the recorder in some repeats and not in
+    others (10 vs 11 camera_info messages, and rerun said "did not repeat")."""
+    from simforge_ros.record.side_digests import TransformDigests
+
+    ten, eleven = (CameraInfoDigests(lambda raw: STORE.deserialize_cdr(raw, INFO)),
+                   CameraInfoDigests(lambda raw: STORE.deserialize_cdr(raw, INFO)))
+    for step in range(10):
+        for digests in (ten, eleven):
+            digests.add_raw("front", _raw(_info(step * 100_000)))
+    eleven.add_raw("front", _raw(_info(10 * 100_000)))  # the refused step's, this time
+    assert ten.summary() != eleven.summary()
+    assert ten.summary(1_000_000_000) == eleven.summary(1_000_000_000) == ten.summary()
+    assert eleven.summary(0) == {}  # a run refused at step 0 recorded none
+    tf = TransformDigests()
+    tf.add("/tf_static", {"transforms": []})  # sent once, not a step's: kept whatever the time
+    tf.add("/tf", {"transforms": [1]}, 0)
+    assert tf.summary(0) == {"/tf_static": tf.summary()["/tf_static"]}

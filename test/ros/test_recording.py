@@ -178,3 +178,25 @@ def test_the_manifest_names_what_drove_the_run(tmp_path):
     # the manifest sums the steps' wall times up; each step's is in steps.jsonl
     walls = sorted(r["wall"]["wall_step_ns"] for r in records)
     assert manifest["wall"]["step_ns"] == {"n": 5, "median": walls[2], "p99": walls[4], "max": walls[4]}
+
+
+def test_a_refused_runs_side_digests_count_its_recorded_steps_only(tmp_path):
+    """The bridge sends a step's frames (and odometry, /tf) after it answers; at the step a
+    run is refused at, they reached the recorder before it closed in some repeats and not in
+    others: 50 and 51 camera_info messages, and a rerun of the kept failure "did not
+    repeat". Its manifest now counts its 10 recorded steps' messages, whatever came of step
+    10, and verify holds the bag to that."""
+    run = lockstep(tmp_path, steps=20, layout="processes", faults=("time_offset=1@10",),
+                   sets={"sim_bridge": {"odometry": True, "tf": True}})
+    assert run.status == "refused" and run.refusal["code"] == "time_drift" and run.steps == 10
+    manifest = manifest_of(run)
+    assert manifest["side_digests_before_ns"] == 10 * 100_000_000
+    for key in ("camera_info", "image_headers"):
+        assert {camera: entry["messages"] for camera, entry in manifest[key].items()} == {"chase": 10, "front": 10}
+    assert manifest["odometry"]["ego"]["messages"] == 10 and manifest["transforms"]["/tf"]["messages"] == 10
+    assert simforge("verify", run.run_dir, cwd=tmp_path).returncode == 0
+    # what the key says is held to the run: a time that left out a recorded step is named
+    edited = {**manifest, "side_digests_before_ns": 9 * 100_000_000}
+    (Path(run.run_dir) / "manifest.json").write_text(json.dumps(edited))
+    said = simforge("verify", run.run_dir, cwd=tmp_path)
+    assert said.returncode == 1 and "manifest.side_digests_before_ns" in said.stdout + said.stderr
