@@ -567,17 +567,32 @@ class _StopRelay:
     def __init__(self) -> None:
         self.asked = False
         self._clock: Any = None
+        self._deferring = False
 
     def __call__(self) -> None:
         if self._clock is not None:
             self._clock.interrupted = True
-        elif not self.asked:
+        elif not self.asked and not self._deferring:
             self.asked = True
             raise _StoppedAtStart
         self.asked = True
 
     def attach(self, clock: Any) -> None:
         self._clock = clock
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A stop signal while the recorder is built is acted on once it is: raised inside
+        its constructor, it left a run directory with the record's files begun and no
+        manifest, which no tool could read (verify: "the recorder did not finish this run
+        (killed?)"), where the processes layout leaves a refused one."""
+        self._deferring = True
+        try:
+            yield
+        finally:
+            self._deferring = False
+        if self.asked:
+            raise _StoppedAtStart
 
 
 class _EarlyStop:
@@ -624,7 +639,9 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any,
     executor = make_executor(context)
     try:
         try:
-            recorder = Recorder(context) if spec.record else None
+            if spec.record:
+                with relay.deferred() if relay is not None else contextlib.nullcontext():
+                    recorder = Recorder(context)
             # one thread for everything: the bridge draws its frames before answering
             # (drawing after overlaps nothing here; see SimBridge._answer)
             bridge = SimBridge(context, frames_after_answer=False)
@@ -942,20 +959,37 @@ stops the run at its next step as `aborted`, its records kept. (SIGTERM used to 
 `simforge run` alone: its nodes, in sessions of their own, ran the run to its end.)"""
 
 
+class NotedStops:
+    """A handler that only notes stop signals, for a caller between runs (`simforge run
+    --repeat`); a run takes the signals over from it, and one it noted stops the run at
+    once. The caller used to put Python's defaults back before each run: a signal after its
+    last look and before that was noted and forgotten (the run went on and counted, exit
+    0), and one just after killed `simforge run` with no line at all (143)."""
+
+    def __init__(self) -> None:
+        self.came: list[int] = []
+
+    def __call__(self, signum: int, _frame: Any) -> None:
+        self.came.append(signum)
+
+
 @contextmanager
 def _stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     """Call ``stop`` on any of STOP_SIGNALS while the run goes on. Only on the main thread
     (a run started from another thread, a test's, leaves signals alone), and only for a
-    signal nobody else handles: a caller with its own handler (`simforge bench`, which
-    stops as a whole) keeps it."""
+    signal nobody else handles (or a NotedStops, whose noted signal stops the run now): a
+    caller with its own handler (`simforge bench`, which stops as a whole) keeps it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     defaults = (signal.SIG_DFL, signal.default_int_handler)
-    previous = {sig: handler for sig in STOP_SIGNALS if (handler := signal.getsignal(sig)) in defaults}
+    previous = {sig: handler for sig in STOP_SIGNALS
+                if (handler := signal.getsignal(sig)) in defaults or isinstance(handler, NotedStops)}
     for sig in previous:
         signal.signal(sig, lambda *_: stop())
     try:
+        if any(isinstance(h, NotedStops) and h.came for h in previous.values()):
+            stop()  # came after the caller's last look
         yield
     finally:
         for sig, handler in previous.items():

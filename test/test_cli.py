@@ -234,43 +234,47 @@ sys.exit({func}())
 def test_a_stop_signal_between_or_after_runs_is_noted_not_raised():
     """After a run's line was printed, a Ctrl-C made `simforge run` exit 130 while the run's
     manifest said counted: between and after runs a stop signal is noted, ending a --repeat
-    before its next run; during a run Python's default is back, for the run to take."""
+    before its next run. It stays noted up to the run's own handlers (runner._stop_signals
+    takes them over and stops the run for one noted): Python's default was put back before
+    each run, and a signal in between was forgotten, or killed the command with no line."""
     import os
     import signal
+
+    from simforge_ros.runner import NotedStops
 
     # as a `simforge run` process starts, whatever an earlier test left installed
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        _noted_between_runs(os, signal)
+        with cli._BetweenRuns() as between:
+            assert between.came == []
+            os.kill(os.getpid(), signal.SIGINT)  # noted: no KeyboardInterrupt here
+            for _ in range(1000):  # a handler runs at a bytecode boundary
+                pass
+            assert between.came == [signal.SIGINT]
+            with between.run_taking_them():
+                assert isinstance(signal.getsignal(signal.SIGINT), NotedStops)  # for the run to take over
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):
+                    pass
+            assert between.came == [signal.SIGINT, signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as before
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _noted_between_runs(os, signal) -> None:
-    with cli._BetweenRuns() as between:
-        assert between.came == []
-        os.kill(os.getpid(), signal.SIGINT)  # noted: no KeyboardInterrupt here
-        for _ in range(1000):  # a handler runs at a bytecode boundary
-            pass
-        assert between.came == [signal.SIGINT]
-        with pytest.raises(KeyboardInterrupt), between.run_taking_them():
-            assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-            os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):
-                pass
-        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # as before
-
-
-def test_after_the_runs_of_the_simforge_command_a_stop_signal_stays_noted():
+def test_after_the_runs_of_the_simforge_command_a_stop_signal_is_ignored():
     """The command's result is out once its runs are: a signal while the interpreter and
-    rclpy end (0.03-0.23 s) made the exit status the signal's beside a counted manifest."""
+    rclpy end (0.03-0.23 s) made the exit status the signal's beside a counted manifest, also
+    with a handler kept, which Python puts back to the default as it ends."""
     import signal
 
-    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from simforge_ros.runner import STOP_SIGNALS
+
+    previous = {sig: signal.signal(sig, signal.SIG_DFL) for sig in STOP_SIGNALS}
     try:
-        with cli._BetweenRuns(keep=True) as between:
+        with cli._BetweenRuns(keep=True):
             pass
-        assert signal.getsignal(signal.SIGTERM) == between._note
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+        assert all(signal.getsignal(sig) == signal.SIG_IGN for sig in STOP_SIGNALS)
+    finally:  # an ignored signal is inherited: the tests' child processes would ignore it too
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

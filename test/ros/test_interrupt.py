@@ -234,3 +234,44 @@ def test_a_stop_during_a_later_repeat_run_is_the_users_not_runs_that_differ(tmp_
     assert proc.returncode == 19, stderr
     assert stdout.splitlines()[-1] == "interrupted: run 2 of 3 aborted", stdout
     assert len(list(out.iterdir())) == 2  # the third was not started
+
+
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_a_stop_noted_before_the_run_took_the_signals_stops_it(tmp_path, layout):
+    """`simforge run` notes stop signals between runs (runner.NotedStops) and looks at them
+    before each; one that came after that look, before the run had its own handlers, was
+    forgotten: the run went on and counted (exit 0, 3 times in 60 at 0.37-0.40 s)."""
+    from simforge_ros.runner import NotedStops
+
+    noted = NotedStops()
+    previous = signal.signal(signal.SIGTERM, noted)
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # noted, as after the caller's last look
+        assert noted.came == [signal.SIGTERM]
+        result = lockstep(tmp_path, steps=50, layout=layout)
+        assert signal.getsignal(signal.SIGTERM) is noted  # handed back after the run
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert (result.status, result.refusal["code"], result.exit_code) == ("refused", "aborted", 19), result.refusal
+    assert result.steps == 0
+
+
+def test_a_signal_while_the_recorder_is_built_leaves_a_run_the_tools_read(tmp_path, monkeypatch):
+    """In the single layout a stop signal ended the building at once: inside the recorder's
+    constructor, the run directory kept its bag and steps.jsonl begun and no manifest
+    (verify: "the recorder did not finish this run (killed?)"), at least 10 times at
+    0.25-0.65 s. The recorder is now built whole first, and writes its refused manifest."""
+    from simforge_ros.nodes import recorder as recorder_module
+
+    built = recorder_module.Recorder.__init__
+
+    def built_then_signalled(self, *args, **kwargs):
+        built(self, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)  # taken by the run's handler while still in here
+
+    monkeypatch.setattr(recorder_module.Recorder, "__init__", built_then_signalled)
+    result = lockstep(tmp_path, steps=20, layout="single")
+    assert (result.refusal["code"], result.refusal["step"], result.exit_code) == ("aborted", -1, 19), result.refusal
+    manifest = manifest_of(result)
+    assert manifest["status"] == "refused" and manifest["refusal"]["code"] == "aborted" and manifest["steps"] == 0
+    assert simforge("verify", result.run_dir, cwd=tmp_path).returncode == 0
