@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
+import re
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -268,8 +269,11 @@ def failed_as_weights(path: object, exc: BaseException) -> Printed:
 def _one_line(exc: BaseException) -> str:
     """The exception's type and message on one line (torch's load errors run to a dozen
     lines), its middle cut when long."""
-    text = one_line(str(exc))
+    text = one_line(_TERMINAL_CODES.sub("", str(exc)))  # torch's load errors carry bold on and off
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)

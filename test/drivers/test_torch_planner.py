@@ -488,3 +488,14 @@ def test_seeded_weights_and_noise_do_not_depend_on_torchs_cpu_kernels() -> None:
         said[kernels] = (weights, noise)
     assert "DEFAULT" in said
     assert len(set(said.values())) == 1, said
+
+
+def test_a_whole_module_saved_is_named_without_terminal_codes(tmp_path: Path) -> None:
+    """torch.save(model) (not its state_dict) is refused by weights_only loading, whose
+    message carried bold on and off as raw escape codes into the one-line error."""
+    path = tmp_path / "module.pt"
+    torch.save(TorchPlanner(TorchPlannerConfig()).model, path)
+    with pytest.raises(ConfigError) as info:
+        TorchPlanner(TorchPlannerConfig(weights_path=str(path)))
+    assert info.value.problems[0].field == "driver.weights"
+    assert "\x1b" not in str(info.value) and "\\x1b" not in str(info.value)
