@@ -111,7 +111,7 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
             raise ConfigError.single("--set", key, f"{_RUN_OPTION[option]} (simforge run sets {key} itself)", item)
         try:
             value = load_rcl_value(raw)  # as `ros2 run ... -p NAME:=VALUE` reads it (rcl)
-        except (yaml.YAMLError, RecursionError):
+        except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: an int of over 4300 digits
             # rcl refuses it ("Couldn't parse parameter override rule"); taken as the string,
             # a stray shell quote made a frame named 'odom, and the run counted
             raise ConfigError.single("--set", key, "a value as rcl reads `-p NAME:=VALUE`: YAML (a string with a "

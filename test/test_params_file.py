@@ -574,3 +574,16 @@ def test_set_names_the_node_or_parameter_a_typo_was_meant_as(item, said):
     with pytest.raises(ConfigError) as info:
         node_params(RunSpec(scenario="right_turn", out_dir=Path("x"), run_id="x", sets=cli._parse_set([item])))
     assert str(info.value) == said
+
+
+def test_an_integer_python_cannot_build_is_named_not_an_unexpected_error(tmp_path):
+    """PyYAML raises ValueError past 4300 digits: "unexpected error: ValueError: Exceeds the limit"."""
+    huge = "9" * 5000
+    with pytest.raises(ConfigError) as info:
+        cli._parse_set([f"clock_master.hold_at_step={huge}"])
+    assert str(info.value).startswith("--set: clock_master.hold_at_step: expected a value as rcl reads")
+    path = _write(tmp_path, f"clock_master:\n  ros__parameters:\n    hold_at_step: {huge}\n")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value).startswith(f"{path}: file: expected a YAML ROS 2 parameter file, got YAML values Python "
+                                     "can build (")

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from simforge_ros.core.errors import Printed
+from simforge_ros.core.errors import Printed, one_line
 
 
 def yaml_problem(err: yaml.YAMLError) -> str:
@@ -220,3 +220,6 @@ def load_yaml_file(path: Path, loader: type[UniqueKeyLoader] = UniqueKeyLoader) 
         raise UnreadableYaml(yaml_problem(err)) from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise UnreadableYaml(Printed("YAML nested deeper than a few hundred levels")) from None
+    except ValueError as err:  # a value Python cannot build: an int of over 4300 digits ("unexpected error")
+        raise UnreadableYaml(Printed(f"YAML values Python can build ({one_line(str(err).split(';')[0], 120)})")) \
+            from None

@@ -468,6 +468,11 @@ class Recorder:
         for record in completed:
             self._steps_file.write(_RECORD_JSON.encode(record) + "\n")
             self._step_ns.append(record["wall"].get("wall_step_ns", 0))
+        if completed:  # a cut (side_digests_before_ns) is never before a recorded step
+            through_ns = int(completed[-1]["t_us"]) * 1000
+            for digests in (self._info_digests, self._header_digests, self._odom_digests, self._tf_digests,
+                            self._truth_digests):
+                digests.settle(through_ns)
         if completed:
             now = time.monotonic()
             if now >= self._flush_at:

@@ -155,6 +155,7 @@ class SimBridge:
                 {c: backend.extrinsics(c) for c in self._cameras}, values["base_frame"]))
         self._images: dict[str, Image] = {}
         self._readers_awaited: set[str] = set()  # cameras (and side topics) whose first message has gone out
+        self._driver_awaited = False  # the Decide server's readers looked for (_await_readers), once
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
         self._failed: Refusal | None = refused_at_start  # or publishing them failed: refuse the next step
@@ -220,13 +221,15 @@ class SimBridge:
             return
         self._readers_awaited.add(key)
         node = self.node
-        seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
-        while not node.get_subscriptions_info_by_topic(DECIDE_REQUESTS, no_mangle=True):
-            if time.monotonic() >= seen_deadline:
-                node.get_logger().warning(f"{key}: the driver's {topics.DECIDE_SERVICE} is not in this node's graph "
-                                          f"after {DRIVER_SEEN_WAIT_S:g} s; its readers not waited for")
-                break
-            time.sleep(0.002)
+        if not self._driver_awaited:  # once for the bridge: each topic waiting again added up past 10 s
+            self._driver_awaited = True
+            seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
+            while not node.get_subscriptions_info_by_topic(DECIDE_REQUESTS, no_mangle=True):
+                if time.monotonic() >= seen_deadline:
+                    node.get_logger().warning(f"the driver's {topics.DECIDE_SERVICE} is not in this node's graph "
+                                              f"after {DRIVER_SEEN_WAIT_S:g} s; its readers not waited for")
+                    break
+                time.sleep(0.002)
         wall_deadline = time.monotonic() + FIRST_MATCH_WAIT_S
         while True:
             recorder = int("recorder" in node.get_node_names())

@@ -490,8 +490,9 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str,
     (lacking).
 
     Twice: a first recorder, into a scratch directory, finds how many steps the messages
-    complete (N); the second is fed only what belongs to steps 0..N, the one at t(N)
-    included (a refused run records its refused step's /clock). A recorder that fell behind
+    complete (N); the second is fed only what belongs to steps 0..N-1, and what was logged
+    at t(N) where the run was refused at step N (a refused run records its refused step's
+    /clock). A recorder that fell behind
     before it stopped leaves later steps' messages in its bag, which belong to no chained
     step: a salvaged bag holding them would not verify.
 

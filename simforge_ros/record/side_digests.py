@@ -32,30 +32,33 @@ from simforge_ros.core.canonical import encode, to_plain
 from simforge_ros.record.image_cdr import leading_stamp_ns
 
 _MOD = 1 << 256
-RECENT_TIMES = 64
-"""Stamps a digest remembers its messages' part by, per key: the latest ones (see summary)."""
 _CACHE_MAX = 256  # distinct camera_info contents remembered (a camera's rarely changes)
 
 
 class OrderFreeDigests:
     """Per camera: the messages noted and the sum of their SHA-256 digests.
 
-    A message noted with its stamp (``t_ns``: one of a step's) is also remembered by it, for
-    the latest RECENT_TIMES stamps, so that ``summary(before_ns)`` can leave out what came
-    of a step no chain holds: a refused run's refused step, whose frames the bridge sends
-    after it answers, reached the recorder before it closed in some runs and not in others
-    (repeats of one refused run then differed, 10 vs 11 camera_info messages)."""
+    A message noted with its stamp (``t_ns``: one of a step's) is also remembered by it until
+    ``settle`` says its step is recorded, so that ``summary(before_ns)`` can leave out what
+    came of a step no chain holds: a refused run's refused step, whose frames the bridge
+    sends after it answers, reached the recorder before it closed in some runs and not in
+    others (repeats of one refused run then differed, 10 vs 11 camera_info messages).
+    """
 
-    def __init__(self, by_stamp: bool = True) -> None:
-        """``by_stamp`` false: never asked for a summary before a time (verify of a run that
-        was not refused), so nothing is remembered by stamp."""
+    def __init__(self, by_stamp: bool = True, cut_ns: int | None = None) -> None:
+        """``by_stamp`` false: never asked for a summary before a time, so nothing is
+        remembered by stamp. ``cut_ns``: messages stamped at or after it are not noted at
+        all (verify, which knows a refused run's cut beforehand)."""
         self._sums: dict[str, int] = {}
         self._counts: dict[str, int] = {}
         self._by_stamp: dict[str, dict[int, list[int]]] | None = {} if by_stamp else None  # key -> t_ns -> part
+        self._cut_ns = cut_ns
 
     def note(self, camera: str, item: bytes, t_ns: int | None = None) -> None:
         """One message, as the canonical bytes of what is kept of it; ``t_ns``: its stamp,
         for a message of a step (None: one sent once, as /tf_static)."""
+        if self._cut_ns is not None and t_ns is not None and t_ns >= self._cut_ns:
+            return
         digest = int.from_bytes(hashlib.sha256(item).digest(), "big")
         self._sums[camera] = (self._sums.get(camera, 0) + digest) % _MOD
         self._counts[camera] = self._counts.get(camera, 0) + 1
@@ -64,8 +67,16 @@ class OrderFreeDigests:
         recent = self._by_stamp.setdefault(camera, {})
         part = recent.setdefault(t_ns, [0, 0])
         part[0], part[1] = (part[0] + digest) % _MOD, part[1] + 1
-        if len(recent) > RECENT_TIMES:  # the first remembered: stamps come in step order (a stale one aside)
-            del recent[next(iter(recent))]
+
+    def settle(self, through_ns: int) -> None:
+        """Forget the stamps of recorded steps, at or before ``through_ns``: a cut is never
+        before them. (Remembering only the latest 64 stamps left stamps past a cut counted
+        once the recorder lagged further, as recorder_backlog_steps, 128, lets it.)"""
+        if not self._by_stamp:
+            return
+        for recent in self._by_stamp.values():
+            for t_ns in [t for t in recent if t <= through_ns]:
+                del recent[t_ns]
 
     def messages(self, key: str) -> int:
         """How many messages were noted under ``key``."""
@@ -105,8 +116,9 @@ class CameraInfoDigests(OrderFreeDigests):
     a cache, so a camera whose info never changes is deserialised once).
     """
 
-    def __init__(self, deserialize: Callable[[bytes], Any] | None = None, by_stamp: bool = True) -> None:
-        super().__init__(by_stamp)
+    def __init__(self, deserialize: Callable[[bytes], Any] | None = None, by_stamp: bool = True,
+                 cut_ns: int | None = None) -> None:
+        super().__init__(by_stamp, cut_ns)
         self._deserialize = deserialize
         self._rest: dict[bytes, bytes] = {}  # CDR after the stamp -> canonical bytes of the rest
 

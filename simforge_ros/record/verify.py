@@ -93,8 +93,8 @@ class Replay:
     any length verifies in flat memory; the /clock stamps are kept as two int64 arrays.
     """
 
-    def __init__(self, bag_path: Path, expected_steps: int = 0, by_stamp: bool = False) -> None:
-        """``by_stamp``: the side digests are asked for before a time (a refused run's)."""
+    def __init__(self, bag_path: Path, expected_steps: int = 0, cut_ns: int | None = None) -> None:
+        """``cut_ns``: a refused run's side digests count what is stamped before it only."""
         self.bag_path = bag_path
         self.expected_steps = expected_steps
         self.steps = 0
@@ -112,11 +112,11 @@ class Replay:
         self.contacts: list[Any] = []
         self.statuses: list[dict[str, Any]] = []  # the run's status messages (/simforge/status)
         # what of the camera messages no chain holds (record.side_digests)
-        self.camera_info = CameraInfoDigests(by_stamp=by_stamp)
-        self.image_headers = ImageHeaderDigests(by_stamp=by_stamp)
-        self.odometry = OdometryDigests(by_stamp=by_stamp)
-        self.transforms = TransformDigests(by_stamp=by_stamp)
-        self.ground_truth = GroundTruthDigests(by_stamp=by_stamp)
+        self.camera_info = CameraInfoDigests(by_stamp=False, cut_ns=cut_ns)
+        self.image_headers = ImageHeaderDigests(by_stamp=False, cut_ns=cut_ns)
+        self.odometry = OdometryDigests(by_stamp=False, cut_ns=cut_ns)
+        self.transforms = TransformDigests(by_stamp=False, cut_ns=cut_ns)
+        self.ground_truth = GroundTruthDigests(by_stamp=False, cut_ns=cut_ns)
 
     @property
     def clock(self) -> Iterator[tuple[int, int]]:
@@ -441,7 +441,7 @@ def _manifest_mismatch(run: RunDir, replay: Replay) -> tuple[int, str, str] | No
     for key, what, label in SIDE_DIGESTS:
         recorded = manifest.get(key)  # absent from runs recorded before it was kept
         replayed = getattr(replay, key)
-        said = None if recorded is None else first_difference(recorded, replayed.summary(before), what, label=label)
+        said = None if recorded is None else first_difference(recorded, replayed.summary(), what, label=label)
         if said is not None:
             return _mismatch(last, f"manifest.{key}", said)
     if run.status == "counted" and manifest["expected_steps"] != n:
@@ -460,7 +460,8 @@ def verify_run(run_dir: Path, progress: Callable[[int, int], None] | None = None
         BagError: the bag is missing, truncated or unreadable.
     """
     run = load_run(Path(run_dir))
-    replay = Replay(run.bag_path, len(run.steps), by_stamp=SIDE_BEFORE in run.manifest)
+    cut = run.manifest.get(SIDE_BEFORE)  # held to the run in _manifest_mismatch
+    replay = Replay(run.bag_path, len(run.steps), cut_ns=cut if type(cut) is int else None)
     # first: bookkeeping that does not match can make rosbags read the bag wrong, or not at all
     structure = _structure_mismatch(run.bag_path)
     try:

@@ -499,3 +499,17 @@ def test_a_whole_module_saved_is_named_without_terminal_codes(tmp_path: Path) ->
         TorchPlanner(TorchPlannerConfig(weights_path=str(path)))
     assert info.value.problems[0].field == "driver.weights"
     assert "\x1b" not in str(info.value) and "\\x1b" not in str(info.value)
+
+
+def test_weights_saved_without_crcs_are_not_called_damaged(tmp_path: Path) -> None:
+    """torch can save without CRCs (every member's CRC 0); testzip took each for damage."""
+    from torch.utils.serialization import config
+
+    path = tmp_path / "nocrc.pt"
+    before = config.save.compute_crc32
+    config.save.compute_crc32 = False
+    try:
+        torch.save(TorchPlanner(TorchPlannerConfig()).model.state_dict(), path)
+    finally:
+        config.save.compute_crc32 = before
+    assert TorchPlanner(TorchPlannerConfig(weights_path=str(path))).describe()["weights_path"] == str(path)

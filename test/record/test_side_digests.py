@@ -136,3 +136,19 @@ def test_a_summary_before_a_time_leaves_out_what_came_of_the_steps_after():
     tf.add("/tf_static", {"transforms": []})  # sent once, not a step's: kept whatever the time
     tf.add("/tf", {"transforms": [1]}, 0)
     assert tf.summary(0) == {"/tf_static": tf.summary()["/tf_static"]}
+
+
+def test_a_cut_holds_however_far_behind_the_recorded_steps_are():
+    """Only the latest 64 stamps were remembered: with the recorder up to 128 steps behind
+    (recorder_backlog_steps), a cut at step 10 of 100 stamps counted 36 messages, not 10.
+    Stamps are forgotten once their step is recorded (settle); verify cuts as it reads."""
+    from simforge_ros.record.side_digests import OdometryDigests
+
+    recorded, read_back = OdometryDigests(), OdometryDigests(by_stamp=False, cut_ns=10 * 100_000_000)
+    for k in range(100):
+        recorded.add({"k": k}, k * 100_000_000)
+        read_back.add({"k": k}, k * 100_000_000)
+    assert recorded.summary(10 * 100_000_000)["ego"]["messages"] == 10
+    assert recorded.summary(10 * 100_000_000) == read_back.summary()
+    recorded.settle(9 * 100_000_000)  # steps 0-9 recorded: their stamps forgotten, the cut the same
+    assert recorded.summary(10 * 100_000_000) == read_back.summary()

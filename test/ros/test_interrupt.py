@@ -270,7 +270,12 @@ def test_a_signal_while_the_recorder_is_built_leaves_a_run_the_tools_read(tmp_pa
         os.kill(os.getpid(), signal.SIGTERM)  # taken by the run's handler while still in here
 
     monkeypatch.setattr(recorder_module.Recorder, "__init__", built_then_signalled)
-    result = lockstep(tmp_path, steps=20, layout="single")
+    # as a `simforge run` process starts: an earlier test's tool may have left its own handler
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        result = lockstep(tmp_path, steps=20, layout="single")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     assert (result.refusal["code"], result.refusal["step"], result.exit_code) == ("aborted", -1, 19), result.refusal
     manifest = manifest_of(result)
     assert manifest["status"] == "refused" and manifest["refusal"]["code"] == "aborted" and manifest["steps"] == 0
