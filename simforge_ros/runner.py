@@ -266,11 +266,11 @@ def _disk_full(out_dir: Path, detail: str = "") -> str:
     return f"the disk of {out_dir} is full ({free} bytes free): what could be written is kept"
 
 
-def _kept_chain(steps_file: Path) -> tuple[int, str, str | None]:
-    """(complete records, the last one's chain digest and frames digest) of a steps.jsonl
-    whose recorder wrote no manifest (record.rundir.kept_chain)."""
+def _kept(steps_file: Path) -> dict[str, Any]:
+    """What a steps.jsonl whose recorder wrote no manifest kept (record.rundir.kept_chain),
+    as a result's steps, chain digest and frames digest."""
     kept = kept_chain(steps_file)
-    return kept.steps, kept.chain_digest, kept.frames_digest
+    return {"steps": kept.steps, "chain_digest": kept.chain_digest, "frames_digest": kept.frames_digest}
 
 
 def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
@@ -295,10 +295,9 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
             exit_code = named.exit_code if named is not None else EXIT_FAILURE
         else:
             code = next((c for c, cls in REFUSALS.items() if cls.exit_code == exit_code), "participant_error")
-            kept, chain, frames = (manifest["steps"], manifest["chain_digest"], None) if manifest else _kept_chain(
-                spec.out_dir / "steps.jsonl")
-            outcome = {"status": "refused", "steps": kept, "chain_digest": chain, "frames_digest": frames,
-                       "refusal": {"code": code, "step": -1, "detail": exited}}
+            kept = ({"steps": manifest["steps"], "chain_digest": manifest["chain_digest"], "frames_digest": None}
+                    if manifest else _kept(spec.out_dir / "steps.jsonl"))
+            outcome = {"status": "refused", **kept, "refusal": {"code": code, "step": -1, "detail": exited}}
             exit_code = REFUSALS[code].exit_code
     else:
         if outcome.get("status") == "counted" and outcome.get("refusal") is None and exit_code < 0:
@@ -309,8 +308,7 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
             exit_code = 0
         if manifest is None and recorder_apart and (spec.out_dir / "steps.jsonl").is_file():
             # no manifest (the recorder was killed): what it chained, not what the clock master stepped
-            kept, chain, frames = _kept_chain(spec.out_dir / "steps.jsonl")
-            outcome = {**outcome, "steps": kept, "chain_digest": chain, "frames_digest": frames}
+            outcome = {**outcome, **_kept(spec.out_dir / "steps.jsonl")}
     refusal = outcome["refusal"]
     if refusal is not None and (full := _disk_full(spec.out_dir, str(refusal.get("detail", "")))):
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
@@ -515,8 +513,7 @@ def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: A
             not (spec.out_dir / "manifest.json").is_file():
         # its recorder, closed now, could write no manifest (a full disk): what it chained
         # and kept, as the processes layout says, not what the clock master stepped
-        kept, chain, frames = _kept_chain(steps_file)
-        result = replace(result, steps=kept, chain_digest=chain, frames_digest=frames)
+        result = replace(result, **_kept(steps_file))
     if result.status == "counted" and died:  # the clean-exit guard, as _abort_lines in processes
         return _refuse_unclean(spec, result, died)
     return result

@@ -26,7 +26,7 @@ import rclpy
 from rclpy.client import Client
 from rclpy.duration import Duration
 from rclpy.executors import Executor
-from rclpy.node import Node, NodeNameNonExistentError
+from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String, UInt64
 from std_srvs.srv import SetBool, Trigger
@@ -124,6 +124,7 @@ RESEND_S = 1.0
 # hears which node it belongs to, a separate announcement: a run refused within a few
 # steps of its start found none named.
 GRAPH_WAIT_S = 1.0
+_UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
 # Wall clock: how long a run refused before any recorder was seen (no Finish service, no
 # parameters) waits for one to come before ending without a Finish. It used to send Finish
 # to nobody for participant_timeout_ms (10 s past its own refusal, "sending the request
@@ -845,21 +846,16 @@ class ClockMaster:
         server announced later than that goes unnamed here; the servers' count
         (_check_one_server) and the answers' pids (_Peer.note_answer) are the checks."""
         wall_deadline = time.monotonic() + GRAPH_WAIT_S
+        requests = f"rq{service}Request"  # the DDS topic a server reads requests on: its reader names its node
         while True:
-            names = []
-            for name, namespace in self.node.get_node_names_and_namespaces():
-                try:
-                    offered = self.node.get_service_names_and_types_by_node(name, namespace)
-                except NodeNameNonExistentError:  # gone meanwhile
-                    continue
-                if any(srv == service for srv, _types in offered):
-                    names.append(namespace.rstrip("/") + "/" + name)
-            if len(names) > self.node.count_services(service):
-                # asked by name, a node that only shares the server's name (a user's own node
-                # called driver) is credited with its service too: named once, not twice
-                names = list(set(names))
+            # by the servers' own readers, not by node names: asked by name, a node that only
+            # shares the server's name (a user's own node called driver) was credited with its
+            # service too, or, in one CI run, the server with none (manifest: node null)
+            names = sorted(info.node_namespace.rstrip("/") + "/" + info.node_name  # one a server: two of one name
+                           for info in self.node.get_subscriptions_info_by_topic(requests, no_mangle=True)
+                           if info.node_name and not info.node_name.startswith(_UNKNOWN_NODE))
             if len(names) >= want or time.monotonic() >= wall_deadline:
-                return sorted(names)
+                return names
             time.sleep(0.01)  # the graph is updated by rmw's own threads
 
     def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:

@@ -72,3 +72,16 @@ def wait_for_nodes(domain_id: int, name: str, count: int = 1, proc: subprocess.P
             time.sleep(0.05)
     finally:
         rclpy.shutdown(context=context)
+
+
+def salvaged_and_verified(run_dir: Path, kept: int, cwd: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`simforge salvage RUN --json` of a run whose record stopped, holding at most ``kept``
+    steps that agree with its steps.jsonl, and `simforge verify` of what it wrote: (the
+    salvage's report, the salvaged manifest)."""
+    salvaged = simforge("salvage", str(run_dir), "--json", cwd=cwd)
+    assert salvaged.returncode == 0, salvaged.stderr
+    report = json.loads(salvaged.stdout)
+    assert 0 < report["steps"] <= kept and report["agree"] == report["steps"]
+    again = simforge("verify", report["out"], "--json", cwd=cwd)
+    assert again.returncode == 0, again.stdout + again.stderr
+    return report, json.loads((Path(report["out"]) / "manifest.json").read_text())

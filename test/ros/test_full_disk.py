@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from runs import simforge
+from runs import salvaged_and_verified, simforge
 
 from simforge_ros.runner import RunSpec, run
 
@@ -116,13 +116,7 @@ def test_a_disk_filled_during_the_run_is_refused_where_it_filled(small_disk, tmp
         assert manifest["record_failure"] in (run_dir / "logs" / "recorder.log").read_text()
     # room again: salvage keeps what the bag had written, and the salvaged run verifies
     filler.unlink()
-    salvaged = simforge("salvage", str(run_dir), "--json", cwd=tmp_path)
-    assert salvaged.returncode == 0, salvaged.stderr
-    report = json.loads(salvaged.stdout)
-    assert 0 < report["steps"] <= len(kept) and report["agree"] == report["steps"]
-    again = simforge("verify", report["out"], "--json", cwd=tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
-    salvaged_manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    _report, salvaged_manifest = salvaged_and_verified(run_dir, len(kept), tmp_path)
     assert salvaged_manifest["refusal"]["code"] == "participant_error"
     assert "No space left on device" in salvaged_manifest["refusal"]["detail"]
 

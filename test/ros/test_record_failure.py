@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from runs import lockstep, simforge
+from runs import lockstep, salvaged_and_verified, simforge
 
 from simforge_ros.record import room
 
@@ -51,13 +51,7 @@ def test_a_record_that_cannot_be_written_is_refused_at_once_and_kept(tmp_path, l
     verify = simforge("verify", str(run_dir), cwd=tmp_path)
     assert verify.returncode == 2 and "bag: not completed: writing the run's record failed" in verify.stderr
     assert f"`simforge salvage {run_dir}`" in verify.stderr
-    salvaged = simforge("salvage", str(run_dir), "--json", cwd=tmp_path)
-    assert salvaged.returncode == 0, salvaged.stderr
-    report = json.loads(salvaged.stdout)
-    assert 0 < report["steps"] <= len(kept) and report["agree"] == report["steps"]
-    again = simforge("verify", report["out"], "--json", cwd=tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
-    salvaged_manifest = json.loads((Path(report["out"]) / "manifest.json").read_text())
+    report, salvaged_manifest = salvaged_and_verified(run_dir, len(kept), tmp_path)
     assert salvaged_manifest["refusal"]["code"] == "participant_error"
     said = f"salvaged {report['steps']} steps from the {report['chunks']} chunks its bag had written"
     if report["last_step_lacks"]:  # the last chunk written may end inside a step's messages
