@@ -36,6 +36,15 @@ STEP_TOPICS = (CLOCK, TIMING, ACTION, APPLIED, STATE)
 
 STEP_SERVICE = "/simforge/step"
 DECIDE_SERVICE = "/simforge/decide"
+
+
+def requests_topic(service: str) -> str:
+    """The DDS topic a server of ``service`` reads requests on (rmw's mangling: ``rq`` +
+    name + ``Request``): the graph lists that reader with its node's name, and discovery
+    announces it after the node's earlier readers."""
+    return f"rq{service}Request"
+
+
 FINISH_SERVICE = "/simforge/finish"
 # std_srvs/SetBool on the clock master: true holds the run before its next step (the world
 # stays at the last step's time, its records out), false lets it go on; wall time only

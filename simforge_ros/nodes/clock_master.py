@@ -846,7 +846,7 @@ class ClockMaster:
         server announced later than that goes unnamed here; the servers' count
         (_check_one_server) and the answers' pids (_Peer.note_answer) are the checks."""
         wall_deadline = time.monotonic() + GRAPH_WAIT_S
-        requests = f"rq{service}Request"  # the DDS topic a server reads requests on: its reader names its node
+        requests = topics.requests_topic(service)  # a server's reader of requests names its node
         while True:
             # by the servers' own readers, not by node names: asked by name, a node that only
             # shares the server's name (a user's own node called driver) was credited with its

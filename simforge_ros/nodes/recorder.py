@@ -175,6 +175,8 @@ class Recorder:
         self._odom_digests = OdometryDigests()  # sim_bridge.odometry's messages, also in no chain
         self._tf_digests = TransformDigests()  # /tf and /tf_static (sim_bridge.tf, camera_tf), the same
         self._truth_digests = GroundTruthDigests()  # sim_bridge.ground_truth's and markers', the same
+        self._side_digests = (self._info_digests, self._header_digests, self._odom_digests, self._tf_digests,
+                              self._truth_digests)
         self._nodes: dict[str, Any] = {}
         # Whose latched parameters must have come before Finish is offered. The driver's
         # with await_driver (true unless the driver is external): a short run could
@@ -468,12 +470,9 @@ class Recorder:
         for record in completed:
             self._steps_file.write(_RECORD_JSON.encode(record) + "\n")
             self._step_ns.append(record["wall"].get("wall_step_ns", 0))
-        if completed:  # a cut (side_digests_before_ns) is never before a recorded step
-            through_ns = int(completed[-1]["t_us"]) * 1000
-            for digests in (self._info_digests, self._header_digests, self._odom_digests, self._tf_digests,
-                            self._truth_digests):
-                digests.settle(through_ns)
         if completed:
+            for digests in self._side_digests:  # a cut (side_digests_before_ns) is never before a recorded step
+                digests.settle(int(completed[-1]["t_us"]) * 1000)
             now = time.monotonic()
             if now >= self._flush_at:
                 self._flush_record(now)

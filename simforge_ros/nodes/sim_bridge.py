@@ -67,7 +67,6 @@ FIRST_MATCH_WAIT_S = 1.0
 # graph (the clock master has seen it; this node's discovery of that participant can lag
 # by an SPDP announcement period, 3 s): below the drivers' 5 s wait for a named input.
 DRIVER_SEEN_WAIT_S = 3.5
-DECIDE_REQUESTS = f"rq{topics.DECIDE_SERVICE}Request"  # the DDS topic a Decide server reads requests on
 
 
 class SimBridge:
@@ -224,7 +223,8 @@ class SimBridge:
         if not self._driver_awaited:  # once for the bridge: each topic waiting again added up past 10 s
             self._driver_awaited = True
             seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
-            while not node.get_subscriptions_info_by_topic(DECIDE_REQUESTS, no_mangle=True):
+            requests = topics.requests_topic(topics.DECIDE_SERVICE)
+            while not node.get_subscriptions_info_by_topic(requests, no_mangle=True):
                 if time.monotonic() >= seen_deadline:
                     node.get_logger().warning(f"the driver's {topics.DECIDE_SERVICE} is not in this node's graph "
                                               f"after {DRIVER_SEEN_WAIT_S:g} s; its readers not waited for")
