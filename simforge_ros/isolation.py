@@ -108,17 +108,28 @@ def _has_participants(domain_id: int) -> bool:
     """Whether a DDS participant on this host is in ``domain_id``: a node someone started
     by hand with that ROS_DOMAIN_ID (an external driver left running, a viewer) holds no
     lease, and a run leased there had its Decide calls answered by it. Each participant
-    binds its metatraffic unicast port, 7410 + 250 * domain + 2 * participant id (the RTPS
-    port mapping), so a port that cannot be bound is a participant."""
+    binds two UDP ports of the RTPS port mapping, its metatraffic unicast port 7410 + 250 *
+    domain + 2 * participant id and the user unicast port one above it, whatever builtin
+    transports it uses; a pair neither of which can be bound is a participant.
+
+    One busy port alone is not: from domain 102 up these ports lie in Linux's ephemeral
+    range (32768-60999), where every DDS participant on the host (each run's nodes, every
+    test's) binds sockets of its own to port 0. Read alone, one of those made a free
+    domain look taken, once in some hundreds of checks, and a lease passed over it."""
     import socket
 
-    for participant in range(PARTICIPANT_IDS_PROBED):
-        port = 7410 + 250 * domain_id + 2 * participant
+    def busy(port: int) -> bool:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             try:
                 probe.bind(("0.0.0.0", port))
             except OSError:
                 return True
+        return False
+
+    for participant in range(PARTICIPANT_IDS_PROBED):
+        metatraffic = 7410 + 250 * domain_id + 2 * participant
+        if busy(metatraffic) and busy(metatraffic + 1):
+            return True
     return False
 
 

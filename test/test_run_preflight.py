@@ -299,6 +299,25 @@ def test_a_lease_passes_over_a_domain_nodes_of_a_users_own_are_in(monkeypatch):
     assert not isolation._has_participants(first)
 
 
+def test_a_lone_socket_on_a_domains_port_is_not_a_participant():
+    """From domain 102 up the probed ports lie in the ephemeral range, where every DDS
+    participant on the host binds sockets to port 0: one such socket on a free domain's
+    metatraffic port made it look taken (a CI run's lease test failed so). A participant
+    binds the port above too."""
+    import socket
+
+    from simforge_ros import isolation
+
+    (domain,) = _free_domains(1)
+    port = 7410 + 250 * domain + 2  # participant id 1's metatraffic port
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stray:
+        stray.bind(("0.0.0.0", port))
+        assert not isolation._has_participants(domain)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as user_port:
+            user_port.bind(("0.0.0.0", port + 1))
+            assert isolation._has_participants(domain)
+
+
 def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):
     """Two users' runs share localhost discovery, so they share the domain leases: the lock
     directory is made like /tmp and each lock file read-write for all; one that this user
