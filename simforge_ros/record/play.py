@@ -280,6 +280,24 @@ class Player:
             publisher.wait_for_all_acked(Duration(nanoseconds=left_ns))
 
 
+MIN_RATE = 1e-3
+"""The slowest pacing --rate takes (1 000 wall seconds a simulation second): 1e-300 was
+taken and a bag's second message was due after the universe's end, the play never ending."""
+
+
+def _rate(text: str) -> float:
+    """An argparse type for --rate: 0 (no pacing) or a finite number >= MIN_RATE."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (value == 0 or MIN_RATE <= value < float("inf")):
+        raise argparse.ArgumentTypeError(
+            f"expected a number >= {MIN_RATE:g} (simulation seconds per wall second), or 0 for no pacing, "
+            f"got {text!r}")
+    return value
+
+
 def _non_negative(expected: str) -> Callable[[str], float]:
     """An argparse type: a finite number >= 0, else ``expected`` in the error."""
 
@@ -293,6 +311,11 @@ def _non_negative(expected: str) -> Callable[[str], float]:
         return value
 
     return convert
+
+
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless n is 1 ("played 1 messages" read oddly)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _step(text: str) -> int:
@@ -313,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(as `ros2 bag play` would), in the ROS domain of the environment.",
     )
     parser.add_argument("run", type=Path, help="the run directory")
-    parser.add_argument("--rate", type=_non_negative("a number >= 0 (0: no pacing)"), default=1.0,
+    parser.add_argument("--rate", type=_rate, default=1.0,
                         help="simulation seconds per wall second (default 1; 0: no pacing, as fast as the "
                              "transport goes: a reader keeping only its last N messages loses those it does not "
                              "take in time, one with keep-all history none)")
@@ -432,7 +455,8 @@ def _play(bag: Path, chosen: dict[str, str], latched: frozenset[str], window_ns:
             player.node.destroy_node()
         rclpy.try_shutdown()
     total = sum(played.counts.values())
-    print(f"played {total} messages on {len(played.counts)} topics: {played.sim_ns / 1e9:g} s of simulation time "
+    print(f"played {_count(total, 'message')} on {_count(len(played.counts), 'topic')}: "
+          f"{played.sim_ns / 1e9:g} s of simulation time "
           f"in {time.monotonic() - wall_start:.2f} s")
     return 0
 

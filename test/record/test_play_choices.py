@@ -14,6 +14,7 @@ from simforge_ros import topics
 from simforge_ros.record.play import (
     NOT_PLAYED_BY_DEFAULT,
     PlayError,
+    _count,
     bag_topics,
     choose_topics,
     clock_first,
@@ -137,8 +138,10 @@ def test_a_span_of_steps_is_the_log_times_of_those_steps(make_run: MakeRun) -> N
     ("args", "needle"),
     [
         (["{missing}"], "no such run directory"),
-        (["{run}", "--rate", "-1"], "argument --rate: expected a number >= 0"),
-        (["{run}", "--rate", "fast"], "argument --rate: expected a number >= 0"),
+        (["{run}", "--rate", "-1"], "argument --rate: expected a number >= 0.001 (simulation seconds per wall "
+                                    "second), or 0 for no pacing, got '-1'"),
+        (["{run}", "--rate", "fast"], "argument --rate: expected a number >= 0.001"),
+        (["{run}", "--rate", "1e-300"], "argument --rate: expected a number >= 0.001"),  # never ended
         (["{run}", "--from-step", "-1"], "argument --from-step: expected a step, an integer >= 0, got '-1'"),
         (["{run}", "--to-step", "x"], "argument --to-step: expected a step, an integer >= 0, got 'x'"),
         (["{run}", "--from-step", "60"], "--from-step: expected a step of this run (steps 0 to 59), got 60"),
@@ -215,3 +218,9 @@ def test_play_verify_plays_nothing_of_a_bag_that_differs_from_its_run(make_run: 
     err = capsys.readouterr().err
     assert err.startswith(f"\rplay {run}: verify: step 0/60\r\033[K"
                           f"simforge play: {run}: not played: MISMATCH at step 5")
+
+
+def test_the_closing_line_counts_in_words_that_agree():
+    """"played 1 messages on 1 topics" read oddly."""
+    assert _count(1, "message") == "1 message" and _count(0, "topic") == "0 topics"
+    assert _count(2, "topic") == "2 topics"
