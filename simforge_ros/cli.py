@@ -93,8 +93,10 @@ class _Parser(argparse.ArgumentParser):
 # needs it. Through --set such a parameter reached one node only: a driver following another
 # scenario than the bridge's, a run id or a seed the run directory's name contradicts, a
 # record written outside its run directory, --steps overridden unseen.
-_RUN_OPTION = {"scenario": "the SCENARIO argument instead", "seed": "--seed instead", "steps": "--steps instead",
-               "latency_us": "--latency-ms instead", "driver": "--driver instead", "faults": "--inject instead",
+# {value} is the value given to --set: "--driver instead" read as wrong beside a --driver.
+_RUN_OPTION = {"scenario": "the SCENARIO argument instead", "seed": "--seed {value} instead",
+               "steps": "--steps {value} instead", "latency_us": "--latency-ms instead",
+               "driver": "--driver {value} instead, in place of any --driver", "faults": "--inject instead",
                "out_dir": "--out instead", "record": "clock_master.record in a --params-file instead",
                "run_id": "no value: each run is named for you"}
 
@@ -108,7 +110,8 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
             raise ConfigError.single("--set", item, f"NODE.PARAM=VALUE (e.g. {_SET_EXAMPLE})", item)
         option = SPEC_PARAMS.get(node, {}).get(name)
         if option is not None:
-            raise ConfigError.single("--set", key, f"{_RUN_OPTION[option]} (simforge run sets {key} itself)", item)
+            said = _RUN_OPTION[option].format(value=cut_got(raw))
+            raise ConfigError.single("--set", key, f"{said} (simforge run sets {key} itself)", item)
         try:
             value = load_rcl_value(raw)  # as `ros2 run ... -p NAME:=VALUE` reads it (rcl)
         except (yaml.YAMLError, RecursionError, ValueError):  # ValueError: an int of over 4300 digits

@@ -363,10 +363,10 @@ def test_a_decision_period_latency_or_tolerance_out_of_range_is_named_at_start_u
 @pytest.mark.parametrize(("item", "hint"), [
     ("driver.scenario=red_signal", "the SCENARIO argument instead"),
     ("sim_bridge.scenario=red_signal", "the SCENARIO argument instead"),
-    ("clock_master.seed=7", "--seed instead"),
-    ("clock_master.steps=5", "--steps instead"),
+    ("clock_master.seed=7", "--seed 7 instead"),
+    ("clock_master.steps=5", "--steps 5 instead"),
     ("clock_master.latency_us=100000", "--latency-ms instead"),
-    ("driver.policy=torch", "--driver instead"),
+    ("driver.policy=torch", "--driver torch instead, in place of any --driver"),
     ("sim_bridge.faults=[drop_frame@3]", "--inject instead"),
     ("recorder.out_dir=/elsewhere", "--out instead"),
     ("clock_master.record=false", "clock_master.record in a --params-file instead"),
