@@ -352,6 +352,11 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError([Problem(args.params_file, "faults", p.expected, p.got)
                            if p.source == "--inject" and p.field in file_faults and p.field not in args.inject
                            else p for p in err.problems]) from None
+    from simforge_ros.params import unread_by_policy
+
+    for name in unread_by_policy(driver, sets.get("driver", {})):
+        print(f"simforge: note: driver.{name} is read by the torch planner only (--driver torch); "
+              f"the {driver} driver ignores it", file=sys.stderr)
     problem = out_dir_problem(args.out)
     if problem is not None:
         raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",

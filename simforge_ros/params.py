@@ -493,6 +493,20 @@ def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> No
             "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)
 
 
+TORCH_ONLY = "torch planner"
+"""How a driver parameter's doc starts when only the torch planner reads it."""
+
+
+def unread_by_policy(policy: str, driver_params: Mapping[str, Any]) -> list[str]:
+    """The torch planner's parameters given to a driver of another ``policy``: a
+    ``driver.weights`` with the route follower was ignored without a word, the run
+    counted, and the user believed the weights had driven it."""
+    if policy == "torch":
+        return []
+    docs = {p.name: p.doc for p in NODE_PARAMS["driver"]}
+    return [name for name in driver_params if docs.get(name, "").startswith(TORCH_ONLY)]
+
+
 FRAME_FORM = "a tf2 frame name (not empty, no leading '/', no spaces)"
 
 

@@ -278,3 +278,23 @@ def test_after_the_runs_of_the_simforge_command_a_stop_signal_is_ignored():
     finally:  # an ignored signal is inherited: the tests' child processes would ignore it too
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def test_a_torch_planner_parameter_given_to_the_route_driver_is_noted(tmp_path, capsys):
+    """driver.weights with the route follower was ignored without a word, and the run counted:
+    its user believed the weights had driven it. (--out names a file here, so that the run
+    stops at the check after the note.)"""
+    from simforge_ros.params import unread_by_policy
+
+    assert unread_by_policy("route", {"weights": "w.pt", "weights_seed": 3, "frame_timeout_ms": 9}) == [
+        "weights", "weights_seed"]
+    assert unread_by_policy("torch", {"weights": "w.pt"}) == []
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code = cli.main(["run", "right_turn", "--set", "driver.samples=2", "--out", str(blocker / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--out" in err
+    assert ("simforge: note: driver.samples is read by the torch planner only (--driver torch); the route driver "
+            "ignores it") in err
+    cli.main(["run", "right_turn", "--driver", "torch", "--set", "driver.samples=2", "--out", str(blocker / "runs")])
+    assert "note: driver.samples" not in capsys.readouterr().err
