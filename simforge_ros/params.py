@@ -498,13 +498,15 @@ TORCH_ONLY = "torch planner"
 
 
 def unread_by_policy(policy: str, driver_params: Mapping[str, Any]) -> list[str]:
-    """The torch planner's parameters given to a driver of another ``policy``: a
-    ``driver.weights`` with the route follower was ignored without a word, the run
-    counted, and the user believed the weights had driven it."""
+    """The torch planner's parameters given other than as their defaults to a driver of
+    another ``policy``: a ``driver.weights`` with the route follower was ignored without a
+    word, the run counted, and the user believed the weights had driven it."""
     if policy == "torch":
         return []
-    docs = {p.name: p.doc for p in NODE_PARAMS["driver"]}
-    return [name for name in driver_params if docs.get(name, "").startswith(TORCH_ONLY)]
+    specs = {p.name: p for p in NODE_PARAMS["driver"]}
+    # a default is no choice: the shipped config spells every one out (7 notes a route run)
+    return [name for name, value in driver_params.items()
+            if name in specs and specs[name].doc.startswith(TORCH_ONLY) and value != specs[name].default]
 
 
 FRAME_FORM = "a tf2 frame name (not empty, no leading '/', no spaces)"

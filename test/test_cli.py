@@ -289,6 +289,9 @@ def test_a_torch_planner_parameter_given_to_the_route_driver_is_noted(tmp_path, 
     assert unread_by_policy("route", {"weights": "w.pt", "weights_seed": 3, "frame_timeout_ms": 9}) == [
         "weights", "weights_seed"]
     assert unread_by_policy("torch", {"weights": "w.pt"}) == []
+    # the shipped config spells every default out: a route run of it gave 7 notes
+    assert unread_by_policy("route", {"weights": "", "samples": 1, "cameras": ["front", "left", "rear", "right"],
+                                      "planning_period_us": 500_000, "dtype": "float32"}) == []
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     code = cli.main(["run", "right_turn", "--set", "driver.samples=2", "--out", str(blocker / "runs")])
