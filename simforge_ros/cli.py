@@ -315,6 +315,10 @@ def _run(args: argparse.Namespace) -> int:
         file_sets.get("clock_master", {}).pop("latency_s", None)  # the command line's latency wins
     if driver == EXTERNAL:
         file_sets.pop("driver", None)  # no driver of ours starts: its section is not used (as in launch)
+        # derived from --driver, as the launch file does: the shipped config's `true` (or a
+        # kept route run's params.yaml) held Finish for the parameters an external driver
+        # never publishes, and the run was refused participant_timeout after 30 s
+        file_sets.get("recorder", {}).pop("await_driver", None)
     if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
         file_sets.get("sim_bridge", {}).pop("cameras", None)
     sets = _merged_sets(file_sets, _parse_set(args.set))

@@ -117,6 +117,22 @@ def test_an_external_driver_steps_in_lockstep_and_repeats_bit_for_bit(tmp_path, 
     assert route.status == "counted" and route.chain_digest != results[0].chain_digest
 
 
+def test_the_shipped_config_runs_an_external_driver(tmp_path, monkeypatch):
+    """config/simforge.yaml spells out recorder.await_driver: true; given with --driver
+    external it held Finish for the parameters an external driver never publishes, and the
+    run was refused participant_timeout after 30 s. --driver decides it, as in launch."""
+    config = Path(__file__).resolve().parents[2] / "config" / "simforge.yaml"
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "driver.log"):
+            done = simforge("run", "right_turn", "--params-file", str(config), "--driver", "external",
+                            "--steps", "5", "--out", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr, (tmp_path / "driver.log").read_text())
+    assert "steps=5" in done.stdout and "counted" in done.stdout
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert "await_driver: false" in (run_dir / "params.yaml").read_text()
+
+
 @pytest.mark.parametrize(("faults", "state", "code"), [
     ((), "counted", 0), (("kill=sim_bridge@3",), "refused", 1), (("drop_frame@0",), "refused", 1)])
 def test_the_example_with_once_exits_when_the_run_it_served_ends(tmp_path, monkeypatch, faults, state, code):
