@@ -48,9 +48,23 @@ def settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
                 and params.get("cameras") == driver.get("cameras", params.get("cameras"))):
             said_apart.add("cameras")  # --driver torch has the bridge render what the planner looks at
         for spec in specs:
-            if spec.name in params and spec.name not in said_apart and params[spec.name] != spec.default:
+            # None: a period given in the other spelling (decision_s), shown by that one
+            if (spec.name in params and spec.name not in said_apart and params[spec.name] is not None
+                    and params[spec.name] != spec.default):
                 found[f"{node}.{spec.name}"] = params[spec.name]
     return found
+
+
+def _period_us(params: Mapping[str, Any], name: str) -> int | None:
+    """A period the node was given as ``name_us`` or ``name_s``, in microseconds (None:
+    unset, or not readable): a camera_period_s run was described as a frame every step."""
+    from simforge_ros.core.units import resolve_period
+
+    try:
+        return resolve_period({k: v for k, v in params.items() if k in (f"{name}_us", f"{name}_s") and v is not None},
+                              name)
+    except SimforgeError:
+        return None
 
 
 def _steps_asked(manifest: Mapping[str, Any]) -> int | None:
@@ -92,7 +106,8 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "layout": layout_of(run),
         "driver": {"policy": "external" if external else _at(manifest, "nodes", "driver", "params").get("policy"),
                    **{k: driver.get(k) for k in _PROCESS_KEYS}},
-        "bridge": {**{k: bridge.get(k) for k in ("backend", "cameras", "camera_period_us", "width", "height")},
+        "bridge": {**{k: bridge.get(k) for k in ("backend", "cameras", "width", "height")},
+                   "camera_period_us": _period_us(bridge, "camera_period"),
                    **{k: _at(manifest, "participants", "sim_bridge").get(k) for k in _PROCESS_KEYS}},
         "contract": manifest.get("contract"),
         "settings": settings(manifest),
@@ -179,7 +194,8 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     ]
     if contract:
         lines.append(f"contract   a step is {contract['decision_us']} us = {contract.get('ticks_per_step')} ticks of "
-                     f"{contract.get('tick_us')} us; latency {contract.get('latency_steps')} steps")
+                     f"{contract.get('tick_us')} us; latency {contract.get('latency_steps')} step"
+                     + ("" if contract.get("latency_steps") == 1 else "s"))
     lines += [
         f"faults     {_listed(info['faults']) or 'none'}",
         f"contacts   {_contacts(info['contacts'])}",

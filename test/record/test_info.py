@@ -36,6 +36,22 @@ def test_the_cameras_a_torch_driver_has_the_bridge_render_are_no_setting(make_ru
     assert run_info(load_run(run))["settings"]["sim_bridge.cameras"] == [*surround, "chase"]
 
 
+def test_a_period_given_in_seconds_is_described_as_that_period(make_run):
+    """sim_bridge.camera_period_s: 0.3 was described as a frame "every step" (and null in
+    --json), and decision_s as the setting decision_us=null."""
+    run = make_run("seconds", steps=5)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["nodes"]["sim_bridge"]["params"].update(cameras=["front"], camera_period_us=None, camera_period_s=0.3)
+    manifest["nodes"]["clock_master"]["params"].update(decision_us=None, decision_s=0.1)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    info = run_info(load_run(run))
+    assert info["bridge"]["camera_period_us"] == 300_000
+    assert any(line.startswith("bridge     ") and "cameras front, every 300000 us" in line for line in describe(info))
+    assert "clock_master.decision_us" not in info["settings"]
+    assert info["settings"]["clock_master.decision_s"] == 0.1
+    assert info["settings"]["sim_bridge.camera_period_s"] == 0.3
+
+
 def test_a_counted_run_its_setup_digests_and_topics(make_run):
     run = make_run("kept", steps=60)
     info = run_info(load_run(run))
