@@ -338,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("run", type=Path, help="the run directory")
     parser.add_argument("--rate", type=_rate, default=1.0,
                         help="simulation seconds per wall second, at least 0.001 (default 1; 0: no pacing, as "
-                             "fast as the transport goes: a reader keeping only its last N messages loses those it does not "
-                             "take in time, one with keep-all history none)")
+                             "fast as the transport goes: a reader keeping only its last N messages loses those "
+                             "it does not take in time, one with keep-all history none)")
     parser.add_argument("--topic", action="append", default=[], metavar="TOPIC",
                         help="play only this topic (repeatable; default: every one but the run's status "
                              "and node parameters)")
