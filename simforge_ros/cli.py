@@ -35,7 +35,7 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,16 @@ from simforge_ros.core.errors import (
 from simforge_ros.core.faults import FORMS, FaultPlan
 from simforge_ros.core.limits import INT64
 from simforge_ros.core.yaml_file import load_rcl_value
-from simforge_ros.runner import DRIVERS, EXTERNAL, SPEC_PARAMS, STOP_SIGNALS, NotedStops, RunResult, RunSpec
+from simforge_ros.runner import (
+    DRIVERS,
+    EXTERNAL,
+    SPEC_PARAMS,
+    STOP_SIGNALS,
+    SURROUND,
+    NotedStops,
+    RunResult,
+    RunSpec,
+)
 from simforge_ros.tools import out_dir_problem
 
 _RUN_FIELDS = "run_id, scenario, steps, chain_digest, frames_digest, status, refusal, run_dir"
@@ -121,6 +130,29 @@ def _parse_set(items: list[str]) -> dict[str, dict[str, Any]]:
                                      "quote or a leading * or & in the other quotes: \"'odom\")", item) from None
         out.setdefault(node, {})[name] = value
     return out
+
+
+def _planner_rig(path: str | None, file_sets: dict[str, dict[str, Any]],
+                 given_sets: Mapping[str, Mapping[str, Any]]) -> None:
+    """The bridge of a torch run renders the planner's cameras (driver.cameras); a parameter
+    file's sim_bridge.cameras stays when it holds every one of them. It was always dropped,
+    without a word: a kept torch run's params.yaml with a chase camera for viewing ran again
+    without it, another chain (README: a kept run's params.yaml runs that run again)."""
+    rig = file_sets.get("sim_bridge", {}).get("cameras")
+    if rig is None or "cameras" in given_sets.get("sim_bridge", {}):
+        return  # none in the file, or a --set of the bridge's own wins
+    planner = given_sets.get("driver", {}).get("cameras", file_sets.get("driver", {}).get("cameras", SURROUND))
+    if isinstance(rig, list) and isinstance(planner, list) and set(map(str, planner)) <= set(map(str, rig)):
+        return
+    del file_sets["sim_bridge"]["cameras"]
+    missing = [c for c in planner if c not in rig] if isinstance(rig, list) and isinstance(planner, list) else planner
+    print(f"simforge: note: {path}: sim_bridge.cameras {_shown_list(rig)} lacks the torch planner's "
+          f"{_shown_list(missing)}: the bridge renders the planner's cameras {_shown_list(planner)}", file=sys.stderr)
+
+
+def _shown_list(value: Any) -> str:
+    """A list as a parameter file writes it: [front, left]."""
+    return "[" + ", ".join(map(str, value)) + "]" if isinstance(value, list) else repr(value)
 
 
 def _latency_us(text: str | None) -> int:
@@ -319,9 +351,10 @@ def _run(args: argparse.Namespace) -> int:
         # kept route run's params.yaml) held Finish for the parameters an external driver
         # never publishes, and the run was refused participant_timeout after 30 s
         file_sets.get("recorder", {}).pop("await_driver", None)
-    if driver == "torch":  # the planner's cameras (driver.cameras), whatever the file's rig
-        file_sets.get("sim_bridge", {}).pop("cameras", None)
-    sets = _merged_sets(file_sets, _parse_set(args.set))
+    given_sets = _parse_set(args.set)
+    if driver == "torch":
+        _planner_rig(args.params_file, file_sets, given_sets)
+    sets = _merged_sets(file_sets, given_sets)
     if args.latency_ms is not None and "latency_s" in sets.get("clock_master", {}):
         # the seconds replaced --latency-ms's microseconds unsaid (a file's latency_s yields)
         raise ConfigError.single("--set", "clock_master.latency_s", "no latency beside --latency-ms (give one "

@@ -253,11 +253,14 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
     except ConfigError as err:
         problems.extend(err.problems)
     if driver == "torch":
-        # the bridge renders what the planner looks at (driver.cameras), whatever the file's
-        # rig for the bridge, as `simforge run --driver torch` does (runner.node_params)
-        cameras = merged["driver"].get("cameras", spec("driver", "cameras").default)
-        handed["sim_bridge"]["cameras"] = [str(c) for c in cameras]
-        for check in (lambda: check_planner_cameras(handed["sim_bridge"]["cameras"]),
+        # the bridge renders what the planner looks at (driver.cameras), or the file's rig
+        # for the bridge where it holds every one of them, as `simforge run --driver torch`
+        # does (cli._planner_rig, runner.node_params)
+        cameras = [str(c) for c in merged["driver"].get("cameras", spec("driver", "cameras").default)]
+        rig = merged["sim_bridge"].get("cameras")
+        if not (isinstance(rig, list) and set(cameras) <= set(map(str, rig))):
+            handed["sim_bridge"]["cameras"] = cameras
+        for check in (lambda: check_planner_cameras(cameras),
                       lambda: check_frame_wait(merged, f"{params_file} and the launch arguments")):
             try:
                 check()

@@ -301,3 +301,25 @@ def test_a_torch_planner_parameter_given_to_the_route_driver_is_noted(tmp_path, 
             "ignores it") in err
     cli.main(["run", "right_turn", "--driver", "torch", "--set", "driver.samples=2", "--out", str(blocker / "runs")])
     assert "note: driver.samples" not in capsys.readouterr().err
+
+
+def test_a_files_rig_holding_the_planners_cameras_stays_in_a_torch_run(capsys):
+    """A kept torch run's params.yaml with a chase camera for viewing ran again without it
+    (another chain): the file's sim_bridge.cameras was dropped whatever it held. A rig
+    lacking a planner camera still gives way to the planner's, now with a note."""
+    kept = {"sim_bridge": {"cameras": ["front", "chase"]}, "driver": {"cameras": ["front"]}}
+    cli._planner_rig("run/params.yaml", kept, {})
+    assert kept["sim_bridge"] == {"cameras": ["front", "chase"]} and capsys.readouterr().err == ""
+    shipped = {"sim_bridge": {"cameras": ["chase", "front"], "width": 320}}  # config/simforge.yaml
+    cli._planner_rig("config/simforge.yaml", shipped, {})
+    assert shipped["sim_bridge"] == {"width": 320}
+    assert capsys.readouterr().err == (
+        "simforge: note: config/simforge.yaml: sim_bridge.cameras [chase, front] lacks the torch planner's "
+        "[left, rear, right]: the bridge renders the planner's cameras [front, left, rear, right]\n")
+    # the planner's cameras as --set gives them, and a --set of the bridge's rig wins
+    narrowed = {"sim_bridge": {"cameras": ["chase", "front"]}}
+    cli._planner_rig("p.yaml", narrowed, {"driver": {"cameras": ["front"]}})
+    assert narrowed["sim_bridge"] == {"cameras": ["chase", "front"]}
+    overridden = {"sim_bridge": {"cameras": ["chase"]}}
+    cli._planner_rig("p.yaml", overridden, {"sim_bridge": {"cameras": ["front", "left", "rear", "right"]}})
+    assert overridden["sim_bridge"] == {"cameras": ["chase"]} and capsys.readouterr().err == ""

@@ -94,15 +94,19 @@ def test_an_external_driver_starts_no_driver_node_and_the_recorder_awaits_no_dri
 
 def test_the_torch_planner_gets_the_cameras_it_looks_at(tmp_path):
     """With driver:=torch the bridge renders the planner's cameras (driver.cameras, or its
-    default), whatever rig the file names for the bridge, as `simforge run --driver torch`."""
+    default), unless the rig the file names for the bridge holds them all (a chase camera
+    kept for viewing), as `simforge run --driver torch`."""
     assert plan({"driver": "torch"}, SHIPPED).nodes["sim_bridge"]["cameras"] == list(SURROUND)
     own = _file(tmp_path, "driver:\n  ros__parameters:\n    cameras: [chase, front]\n"
                           "sim_bridge:\n  ros__parameters:\n    cameras: [rear]\n")
     assert plan({"driver": "torch"}, own).nodes["sim_bridge"]["cameras"] == ["chase", "front"]
     shared = tmp_path / "shared.yaml"
     shared.write_text("/**:\n  ros__parameters:\n    cameras: [left]\n")
-    assert plan({"driver": "torch"}, shared).nodes["sim_bridge"]["cameras"] == ["left"]
+    assert "cameras" not in plan({"driver": "torch"}, shared).nodes["sim_bridge"]  # the file's [left] holds it
     assert "cameras" not in plan({"driver": "route"}, own).nodes["sim_bridge"]  # the file's rig stands
+    viewing = _file(tmp_path, "driver:\n  ros__parameters:\n    cameras: [front]\n"
+                              "sim_bridge:\n  ros__parameters:\n    cameras: [front, chase]\n")
+    assert "cameras" not in plan({"driver": "torch"}, viewing).nodes["sim_bridge"]
 
 
 def test_a_torch_driver_whose_frame_wait_outlasts_the_clock_master_is_refused(tmp_path):
