@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
+from rclpy.qos import QoSCompatibility, qos_check_compatible
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
@@ -154,6 +155,7 @@ class SimBridge:
                 {c: backend.extrinsics(c) for c in self._cameras}, values["base_frame"]))
         self._images: dict[str, Image] = {}
         self._readers_awaited: set[str] = set()  # cameras (and side topics) whose first message has gone out
+        self._unmatchable_said: set[tuple[str, str, str]] = set()  # (topic, namespace, node) warned of
         self._driver_awaited = False  # the Decide server's readers looked for (_await_readers), once
         self._infos: dict[str, CameraInfo] = {}
         self._due: list[RenderedFrame] = []  # named in the last answer, not yet published
@@ -204,8 +206,8 @@ class SimBridge:
         (and so lets step 0 start) once the bridge's parameters have reached it, which was
         taken to mean its camera readers were matched too; yet one run lost step 0's chase
         image and camera_info (recorded from step 1 on), so no step ever completed and
-        nothing was chained. A reader that cannot match (incompatible QoS) is named in a
-        warning and not waited for again.
+        nothing was chained. A reader that cannot match (another type, a QoS the writer's
+        rules out) is named in a warning and not waited for (_matchable_readers).
 
         The readers are counted once this node's graph shows the driver's reader of Decide
         requests (at most DRIVER_SEEN_WAIT_S), which the clock master matched before it
@@ -234,7 +236,7 @@ class SimBridge:
         while True:
             recorder = int("recorder" in node.get_node_names())
             late = [w.topic_name for w in writers
-                    if w.get_subscription_count() < max(recorder, node.count_subscribers(w.topic_name))]
+                    if w.get_subscription_count() < max(recorder, self._matchable_readers(w))]
             if not late:
                 return
             if time.monotonic() >= wall_deadline:
@@ -242,6 +244,30 @@ class SimBridge:
                                           f"{FIRST_MATCH_WAIT_S:g} s; publishing anyway")
                 return
             time.sleep(0.002)
+
+    def _matchable_readers(self, writer: Any) -> int:
+        """The readers on ``writer``'s topic that can match it: its type, and a QoS its own
+        does not rule out. One that cannot (a viewer's transient-local reader of a volatile
+        topic) was waited for, FIRST_MATCH_WAIT_S on each topic in turn: with a stack's
+        listener on six of them a torch run's driver gave up on step 0's front frame
+        (missing_frame). It is named once, in a warning, as its topic's first message goes."""
+        cls = writer.msg_type
+        kind = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
+        count = 0
+        for reader in self.node.get_subscriptions_info_by_topic(writer.topic_name):
+            compatible, why = qos_check_compatible(writer.qos_profile, reader.qos_profile)
+            if reader.topic_type == kind and compatible != QoSCompatibility.ERROR:
+                count += 1
+                continue
+            said = (writer.topic_name, reader.node_namespace, reader.node_name)
+            if said not in self._unmatchable_said:
+                self._unmatchable_said.add(said)
+                name = f"{reader.node_namespace.rstrip('/')}/{reader.node_name}"
+                reason = why.removeprefix("ERROR: ").rstrip(";") if reader.topic_type == kind else (
+                    f"it reads {reader.topic_type}, the topic carries {kind}")
+                self.node.get_logger().warning(f"{writer.topic_name}: the reader of {name} cannot match "
+                                               f"({reason}); not waited for")
+        return count
 
     def _publish_frame(self, frame: RenderedFrame) -> None:
         camera = frame.stamp.camera
