@@ -749,7 +749,12 @@ class ClockMaster:
         for publisher in self._record_publishers():
             left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
             if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
-                self.node.get_logger().warning(f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s")
+                # every matched reader is waited for, a stack's too: one stopped or killed
+                # (matched until its liveliness lapses) was read as the recorder's fault
+                self.node.get_logger().warning(
+                    f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s by every reader matched "
+                    f"({publisher.get_subscription_count()}: the recorder's, and any other node's that is "
+                    "stopped, gone or not taking messages)")
 
     def deliver_status(self) -> bool:
         """Wait (at most STATUS_ACKED_WAIT_S) until every reader has the final status. A
