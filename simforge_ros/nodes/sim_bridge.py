@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import QoSCompatibility, qos_check_compatible
+from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
@@ -246,27 +246,37 @@ class SimBridge:
             time.sleep(0.002)
 
     def _matchable_readers(self, writer: Any) -> int:
-        """The readers on ``writer``'s topic that can match it: its type, and a QoS its own
-        does not rule out. One that cannot (a viewer's transient-local reader of a volatile
-        topic) was waited for, FIRST_MATCH_WAIT_S on each topic in turn: with a stack's
-        listener on six of them a torch run's driver gave up on step 0's front frame
-        (missing_frame). It is named once, in a warning, as its topic's first message goes."""
+        """The readers on ``writer``'s topic that can match it: its type, and no reliability
+        or durability its writer does not offer. One that cannot (a viewer's transient-local
+        reader of a volatile topic) was waited for, FIRST_MATCH_WAIT_S on each topic in
+        turn: with a stack's listener on six of them a torch run's driver gave up on step
+        0's front frame (missing_frame). It is named once, in a warning, as its topic's
+        first message goes. (rclpy's qos_check_compatible is not used: on the graph's
+        profiles it called the recorder's readers incompatible, by their deadline and
+        liveliness lease, which the graph reports in another form than the writer's.)"""
         cls = writer.msg_type
         kind = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
+        offered = writer.qos_profile
         count = 0
         for reader in self.node.get_subscriptions_info_by_topic(writer.topic_name):
-            compatible, why = qos_check_compatible(writer.qos_profile, reader.qos_profile)
-            if reader.topic_type == kind and compatible != QoSCompatibility.ERROR:
+            asked = reader.qos_profile
+            why = (f"it reads {reader.topic_type}, the topic carries {kind}" if reader.topic_type != kind
+                   else "it asks for reliable delivery, the writer is best effort"
+                   if asked.reliability == ReliabilityPolicy.RELIABLE
+                   and offered.reliability == ReliabilityPolicy.BEST_EFFORT
+                   else "it asks for transient-local durability, the writer's is volatile"
+                   if asked.durability == DurabilityPolicy.TRANSIENT_LOCAL
+                   and offered.durability == DurabilityPolicy.VOLATILE
+                   else "")
+            if not why:
                 count += 1
                 continue
             said = (writer.topic_name, reader.node_namespace, reader.node_name)
             if said not in self._unmatchable_said:
                 self._unmatchable_said.add(said)
                 name = f"{reader.node_namespace.rstrip('/')}/{reader.node_name}"
-                reason = why.removeprefix("ERROR: ").rstrip(";") if reader.topic_type == kind else (
-                    f"it reads {reader.topic_type}, the topic carries {kind}")
-                self.node.get_logger().warning(f"{writer.topic_name}: the reader of {name} cannot match "
-                                               f"({reason}); not waited for")
+                self.node.get_logger().warning(f"{writer.topic_name}: the reader of {name} cannot match ({why}); "
+                                               "not waited for")
         return count
 
     def _publish_frame(self, frame: RenderedFrame) -> None:
