@@ -214,11 +214,49 @@ def _has_reader(publisher: Any) -> Callable[[], bool]:
     return lambda: bool(publisher.get_subscription_count() > 0)
 
 
+class _AnswersSeen(dict):
+    """A client's pending requests, in place of rclpy's dict (Client._pending_requests,
+    sequence number -> future), noting an answer to a request already answered: each
+    server of the service answers every request it gets, and only the first answer is
+    taken. The servers' count on the graph lags discovery (0.25 to 3 s here): a short run
+    beside two external drivers counted (2 of 26), the second's answers dropped unseen.
+    Both executors look a response's request up here (EventsExecutor from C++)."""
+
+    KEPT = 64  # the latest requests remembered: a second answer comes within a step or two
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._recent: dict[int, Any] = {}
+        self.second_answers = 0
+
+    def __setitem__(self, sequence: int, future: Any) -> None:
+        super().__setitem__(sequence, future)
+        self._recent[sequence] = future
+        if len(self._recent) > self.KEPT:
+            del self._recent[next(iter(self._recent))]
+
+    def __getitem__(self, sequence: int) -> Any:
+        """The future of the request a response answers (only an executor taking a
+        response looks one up). One already answered means a second answer: it is looked
+        up still pending (EventsExecutor takes both answers before the first one's future
+        is let go; its result then became the second's) or gone (SingleThreadedExecutor)."""
+        future = super().get(sequence)
+        seen = future if future is not None else self._recent.get(sequence)
+        # a cancelled request's late answer (a resend's first request) is no second one
+        if seen is not None and seen.done() and not seen.cancelled():
+            self.second_answers += 1
+        if future is None:
+            raise KeyError(sequence)
+        return future
+
+
 class _Peer:
     """A participant service: its client and, once it has answered, its process."""
 
     def __init__(self, client: Client, who: str, domain_id: int) -> None:
         self.client, self.who, self.domain_id = client, who, domain_id
+        self.answers = _AnswersSeen()
+        client._pending_requests = self.answers  # before its first request
         self.pid: int | None = None
         self.host: str | None = None
         self.local = False  # its pid is a process of this host's that is in the run's domain
@@ -489,6 +527,7 @@ class ClockMaster:
             # (a torch model 40 s a call counted there, and was refused in `processes`); one
             # that refused, its own watchdog's words (SimBridge: "still working after ...") stand
             raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
+        self._one_answer_each(peer, step)  # a second answer to this request, or to an earlier one
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             try:
                 peer.note_answer(response.pid, response.host, step)
@@ -498,6 +537,19 @@ class ClockMaster:
                 raise
             self._check_one_server(peer, step, force=first)
         return response
+
+    def _one_answer_each(self, peer: _Peer, step: int) -> None:
+        """Refuse a run whose requests to ``peer`` were answered twice (_AnswersSeen).
+
+        Raises:
+            ParticipantLost: two nodes serve its service.
+        """
+        if peer.answers.second_answers:
+            self._check_one_server(peer, step, force=True)  # the graph's names, where it has them
+            srv = peer.client.srv_name
+            raise ParticipantLost(step, f"a request to {srv} was answered twice: two nodes serve {srv} (not "
+                                        f"named yet on the graph); whichever answers first would be taken; "
+                                        f"one {peer.who} per run")
 
     def _check_one_server(self, peer: _Peer, step: int, force: bool = False) -> None:
         """One node serves each participant's service: with two, whichever answers first is
@@ -877,6 +929,7 @@ class ClockMaster:
             self._hold_at_end(progress.steps_done)
             for peer in (self._bridge, self._driver):  # one that came during the last checks' interval
                 self._check_one_server(peer, progress.steps_done, force=True)
+                self._one_answer_each(peer, progress.steps_done)
         except Refusal as err:
             refusal = err
             self.node.get_logger().error(f"refused: {err}")

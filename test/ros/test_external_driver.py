@@ -326,6 +326,27 @@ def test_a_second_driver_that_never_answers_first_is_refused_once_it_serves(tmp_
         assert detail.startswith("2 nodes serve /simforge/decide ("), detail
 
 
+def test_a_second_driver_the_graph_has_not_shown_is_refused_by_its_second_answers(tmp_path, monkeypatch):
+    """The servers' count on the clock master's graph lags discovery (0.25 to 3 s here): a
+    20-step run at full speed beside two drivers counted (2 of 26). Each server answers
+    every request it gets, so a request answered twice names a second server whatever the
+    graph says; here the graph's count is not asked at all."""
+    from simforge_ros.nodes import clock_master
+
+    monkeypatch.setattr(clock_master.ClockMaster, "_check_one_server", lambda self, peer, step, force=False: None)
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        with external_driver(lease.env, tmp_path / "one.log"), \
+                external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)):
+            wait_for_nodes(lease.domain_id, "external_driver", 2)
+            result = lockstep(tmp_path, steps=20, layout="single", driver="external")
+    assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
+    detail = result.refusal["detail"]
+    if not detail.startswith("driver answered step"):  # the slower one won a race: named by the pids
+        assert detail == ("a request to /simforge/decide was answered twice: two nodes serve /simforge/decide (not "
+                          "named yet on the graph); whichever answers first would be taken; one driver per run")
+
+
 def test_a_driver_whose_service_cannot_match_is_named_not_said_absent(tmp_path, monkeypatch):
     """A best-effort /simforge/decide server is on the graph, yet the clock master's client
     never matches it: the run said the service "did not appear"."""
