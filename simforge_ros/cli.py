@@ -531,8 +531,13 @@ def _repeat_summary(results: list[RunResult]) -> str:
         first = results[0]
         frames = f", frames {first.frames_digest[:16]}" if first.frames_digest else ""
         return f"all {len(results)} runs repeated bit for bit: chain {first.chain_digest[:16] or 'none'}{frames}"
-    return (f"{len(results)} runs, {len(outcomes)} different outcomes; how far apart: "
-            f"simforge spread {' '.join(shlex.quote(r.run_dir) for r in results)}")
+    # a run whose recorder never finished has no manifest: spread reads its salvaged twin
+    # (the command said for them was refused: "manifest.json: missing")
+    unfinished = [r.run_dir for r in results if not (Path(r.run_dir) / "manifest.json").is_file()]
+    salvage = "".join(f"simforge salvage {shlex.quote(d)} && " for d in unfinished)
+    spread = " ".join(shlex.quote(f"{r.run_dir}-salvaged" if r.run_dir in unfinished else r.run_dir)
+                      for r in results)
+    return f"{len(results)} runs, {len(outcomes)} different outcomes; how far apart: {salvage}simforge spread {spread}"
 
 
 def _scenarios(_args: argparse.Namespace) -> int:

@@ -82,7 +82,8 @@ def _result(run_id: str, chain: str = "c" * 64, frames: str | None = "f" * 64, c
                      f"/runs/{run_id}", 12 if code else 0, frames_digest=frames)
 
 
-def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
+def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit(monkeypatch):
+    monkeypatch.setattr(cli.Path, "is_file", lambda self: self.name == "manifest.json")  # every run finished
     same = [_result("a"), _result("b"), _result("c")]
     assert cli._repeat_summary(same) == f"all 3 runs repeated bit for bit: chain {'c' * 16}, frames {'f' * 16}"
     assert cli._repeat_summary([_result("a", frames=None)] * 2) == f"all 2 runs repeated bit for bit: chain {'c' * 16}"
@@ -95,6 +96,23 @@ def test_a_repeat_ends_with_whether_the_runs_repeated_bit_for_bit():
     assert cli._repeat_summary(killed) == f"all 2 runs repeated bit for bit: chain {'c' * 16}, frames {'f' * 16}"
     killed[1].refusal["step"] = 4
     assert cli._repeat_summary(killed).startswith("2 runs, 2 different outcomes; ")
+
+
+def test_a_repeat_names_salvage_first_for_a_run_whose_recorder_never_finished(tmp_path):
+    """kill=recorder@10 --repeat 2: the suggested `simforge spread A B` was refused, a run
+    of the two having no manifest ("manifest.json: missing")."""
+    from simforge_ros.runner import RunResult
+
+    kept, killed = tmp_path / "a", tmp_path / "b"
+    kept.mkdir()
+    killed.mkdir()
+    (kept / "manifest.json").write_text("{}")
+    results = [RunResult("a", "right_turn", 60, "c" * 64, "counted", None, str(kept), 0),
+               RunResult("b", "right_turn", 9, "", "refused", {"code": "participant_lost", "step": 10}, str(killed),
+                         16)]
+    assert cli._repeat_summary(results) == (
+        f"2 runs, 2 different outcomes; how far apart: simforge salvage {killed} && "
+        f"simforge spread {kept} {killed}-salvaged")
 
 
 @pytest.mark.parametrize(("text", "said"), [
