@@ -625,7 +625,10 @@ class ClockMaster:
             if self._last_step is not None:
                 response.message = f"the run ends: step {self._last_step} was its last"
             else:
-                response.message = f"holds again before step {max(self._step + 1, 1) + self._released}"
+                # said as the step is let go, before it runs: a refusal of it ends the run
+                # instead (a user told "holds again before step 41" saw the run end at 40)
+                again = max(self._step + 1, 1) + self._released
+                response.message = f"holds again before step {again}, unless the run ends at step {again - 1}"
             self.node.get_logger().info(f"{topics.ADVANCE_SERVICE}: {response.message}")
         return response
 
