@@ -94,7 +94,7 @@ _TOOLS = (
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse's own exit code 2, with our wording
         self.print_usage(sys.stderr)
-        print(f"simforge: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)  # "simforge run: error: ..."
         raise SystemExit(EXIT_USAGE)
 
 
