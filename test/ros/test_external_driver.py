@@ -339,7 +339,10 @@ def test_a_second_driver_the_graph_has_not_shown_is_refused_by_its_second_answer
         with external_driver(lease.env, tmp_path / "one.log"), \
                 external_driver(lease.env, tmp_path / "two.log", _slow_driver(tmp_path)):
             wait_for_nodes(lease.domain_id, "external_driver", 2)
-            result = lockstep(tmp_path, steps=20, layout="single", driver="external")
+            # 4 s at real time: time for the second's endpoints to match the clock master's
+            # client (one not matched by the run's end answers nothing, and is not seen)
+            result = lockstep(tmp_path, steps=40, layout="single", driver="external",
+                              sets={"clock_master": {"real_time_factor": 1.0}})
     assert result.refusal is not None and result.refusal["code"] == "participant_lost", result.refusal
     detail = result.refusal["detail"]
     if not detail.startswith("driver answered step"):  # the slower one won a race: named by the pids
