@@ -205,6 +205,14 @@ def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], 
 _PER_RUN = ("run_id", "out_dir")  # RunSpec fields each run has of its own
 
 
+def _same_option(option: str, a: Any, b: Any) -> bool:
+    """Two nodes' values of one run option in a parameter file agree: one scenario spelt two
+    ways (rt.yaml, ./rt.yaml, its absolute path) is one, as the launch file judges it."""
+    from simforge_ros.engine.catalog import same_scenario
+
+    return same_scenario(str(a), str(b)) if option == "scenario" else bool(a == b)
+
+
 def _params_file(path: str, given: Collection[str] = ()) -> tuple[dict[str, Any], dict[str, dict[str, Any]],
                                                                    list[str]]:
     """(run options, other parameters, fault specs) from a ROS 2 parameter file.
@@ -238,7 +246,8 @@ def _params_file(path: str, given: Collection[str] = ()) -> tuple[dict[str, Any]
             elif option is not None:
                 if option not in given:
                     _check_file_option(path, f"{node}.{name}", option, value)
-                if option in options and options[option] != value:
+                # the command line's choice replaces the file's, conflicting or not
+                if option in options and option not in given and not _same_option(option, options[option], value):
                     raise ConfigError.single(path, f"{node}.{name}", f"the same {option} as the other nodes",
                                              value)
                 options[option] = value

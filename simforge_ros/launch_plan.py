@@ -152,22 +152,13 @@ def near_misses(names: Collection[str]) -> list[str]:
             for name in sorted(set(names) - set(ARGS)) if (meant := meant_as(name, ARGS)) is not None]
 
 
-def _same_scenario(a: str, b: str) -> bool:
-    """One scenario, by name or by file (``./rt.yaml`` and ``rt.yaml`` are one)."""
-    from simforge_ros.engine.catalog import names_a_file
-
-    if names_a_file(a) and names_a_file(b):
-        return Path(a).resolve() == Path(b).resolve()
-    return a == b
-
-
 def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[str, str], params_file: Path,
                        route_driver: bool) -> list[Problem]:
     """The scenario, checked before any node starts as `simforge run` checks it: a wrong
     one made the bridge and driver exit 2 after every node had started, the clock master
     ended `aborted` and the recorder kept a run directory of nothing. The route follower
     tracks its own copy of the scenario's route (the torch planner reads none)."""
-    from simforge_ros.engine.catalog import load_scenario
+    from simforge_ros.engine.catalog import load_scenario, same_scenario
 
     bridge = str(merged["sim_bridge"].get("scenario", spec("sim_bridge", "scenario").default))
     source, field = ((f"launch argument scenario:={given['scenario']}", "scenario") if given.get("scenario")
@@ -175,7 +166,7 @@ def _scenario_problems(merged: Mapping[str, Mapping[str, Any]], given: Mapping[s
     problems = []
     if route_driver:
         theirs = str(merged["driver"].get("scenario", spec("driver", "scenario").default))
-        if not _same_scenario(theirs, bridge):
+        if not same_scenario(theirs, bridge):
             problems.append(Problem(str(params_file), "driver.scenario", f"the sim_bridge's scenario ({bridge})",
                                     theirs))
     try:

@@ -193,6 +193,30 @@ driver:
     assert str(err.value) == f"{path}: driver.scenario: expected the same scenario as the other nodes, got 'right_turn'"
 
 
+def test_one_scenario_file_spelt_two_ways_is_one_and_the_command_lines_scenario_wins(tmp_path, monkeypatch):
+    """scen/x.yaml beside ./scen/x.yaml (or its absolute path) was refused as two scenarios,
+    which the launch file runs; a SCENARIO argument replaces the file's, as in launch."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scen").mkdir()
+    (tmp_path / "scen" / "x.yaml").write_text("")
+    for other in ("./scen/x.yaml", str(tmp_path / "scen" / "x.yaml")):
+        path = _write(tmp_path, f"""
+sim_bridge:
+  ros__parameters: {{scenario: scen/x.yaml}}
+driver:
+  ros__parameters: {{scenario: {other}}}
+""")
+        options, _sets, _faults = cli._params_file(str(path))
+        assert Path(options["scenario"]).resolve() == tmp_path / "scen" / "x.yaml"
+    path = _write(tmp_path, """
+sim_bridge:
+  ros__parameters: {scenario: red_signal}
+driver:
+  ros__parameters: {scenario: right_turn}
+""")
+    cli._params_file(str(path), given=["scenario"])  # `simforge run right_turn --params-file F`: no problem
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ("sim_bridge:\n  ros__parameters: {faults: [bogus]}\n", "sim_bridge.faults: expected one of drop_frame@K, "),
     ("driver:\n  ros__parameters: {policy: bogus}\n",

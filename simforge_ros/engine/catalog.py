@@ -67,6 +67,14 @@ def names_a_file(text: str) -> bool:
     return text.endswith((".yaml", ".yml")) or os.sep in text or bool(os.altsep and os.altsep in text)
 
 
+def same_scenario(a: str, b: str) -> bool:
+    """One scenario, by name or by file (``./rt.yaml``, ``rt.yaml`` and its absolute path
+    are one): `simforge run` and the launch file both judge a parameter file's nodes so."""
+    if names_a_file(a) and names_a_file(b):
+        return Path(a).resolve() == Path(b).resolve()
+    return a == b
+
+
 def scenario_dirs() -> list[Path]:
     """Existing scenario directories, most specific first: the source tree's, an install
     prefix's above the package (colcon), sys.prefix's (pip); see simforge_ros.resources."""
