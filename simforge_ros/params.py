@@ -536,10 +536,12 @@ def frame_problems(values: Mapping[str, Any], source: str) -> list[Problem]:
 
 def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
     """A run's last step time, ``steps * decision_us``, must fit the messages' int64
-    microseconds: a decision of 9.2e18 us (its tick too) overflowed at step 1.
+    microseconds: a decision of 9.2e18 us (its tick too) overflowed at step 1. A hold must
+    be at a step the run has.
 
     Raises:
-        ConfigError: the run would end past int64 microseconds.
+        ConfigError: the run would end past int64 microseconds, or hold_at_step is past
+            its last step (``steps`` given).
     """
     clock = params.get("clock_master", {})
     try:
@@ -550,6 +552,10 @@ def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None
     if steps * decision_us > INT64[1]:
         raise ConfigError.single(source, "clock_master.steps", f"at most {INT64[1] // decision_us} steps of "
                                  f"{decision_us} us (the run's times are int64 microseconds)", steps)
+    hold_at = clock.get("hold_at_step", -1)
+    if steps > 0 and hold_at >= steps:  # a step the run never reaches: never held (launch said nothing)
+        raise ConfigError.single(source, "clock_master.hold_at_step", f"a step of the run (0 to {steps - 1}; "
+                                 "-1: never)", hold_at)
 
 
 class _Quoted(str):

@@ -348,11 +348,8 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
     Raises:
         ConfigError: bad parameters (nothing was started).
     """
-    params = node_params(spec)
+    params = node_params(spec)  # hold_at_step past the last step included (params.check_run_span)
     hold_at = params["clock_master"].get("hold_at_step", -1)
-    if spec.steps > 0 and hold_at >= spec.steps:  # a step the run never reaches: never held
-        raise ConfigError.single("run parameters", "clock_master.hold_at_step",
-                                 f"a step of the run (0 to {spec.steps - 1}; -1: never)", hold_at)
     who = f"simforge run {spec.run_id or spec.out_dir.name}"
     created = not spec.out_dir.exists()
     # A stop signal from here on ends the run as `aborted`: at step -1 until its clock master

@@ -296,3 +296,14 @@ def test_every_nodes_faults_are_checked_before_any_node_starts(tmp_path):
         plan({"params_file": str(path)}, "unused.yaml")
     assert [(p.source, p.field, p.got) for p in err.value.problems] == [
         (str(path), "recorder.faults", "nonsense"), (str(path), "driver.faults", "bogus@x")]
+
+
+def test_a_hold_past_the_last_step_is_refused_as_simforge_run_refuses_it():
+    """steps:=20 hold_at_step:=50 ran, counted and never held, unsaid; `simforge run`
+    refused it before any node started."""
+    with pytest.raises(ConfigError) as err:
+        plan({"steps": "20", "hold_at_step": "50"}, SHIPPED)
+    assert str(err.value).endswith("clock_master.hold_at_step: expected a step of the run (0 to 19; -1: never), "
+                                   "got 50")
+    assert plan({"steps": "20", "hold_at_step": "19"}, SHIPPED).nodes["clock_master"]["hold_at_step"] == 19
+    assert plan({"hold_at_step": "500"}, SHIPPED).nodes["clock_master"]["hold_at_step"] == 500  # the scenario's end
