@@ -181,7 +181,13 @@ def spec(node: str, name: str, source: str = "--set") -> ParamSpec:
         if item.name == name:
             return item
     meant = meant_as(name, {s.name for s in NODE_PARAMS[node]})
-    names = f" (did you mean {meant}?)" if meant is not None else ": " + ", ".join(s.name for s in NODE_PARAMS[node])
+    elsewhere = [other for other, specs in NODE_PARAMS.items() if any(s.name == name for s in specs)]
+    if meant is None and elsewhere:  # tick_us under clock_master: sim_bridge's
+        names = f" ({' and '.join(f'{other}.{name}' for other in elsewhere)} " + (
+            "is another node's)" if len(elsewhere) == 1 else "are other nodes')")
+    else:
+        names = f" (did you mean {meant}?)" if meant is not None else ": " + ", ".join(
+            s.name for s in NODE_PARAMS[node])
     raise ConfigError.single(source, f"{node}.{name}", f"a parameter of {node}{names}", name)
 
 

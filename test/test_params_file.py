@@ -611,3 +611,15 @@ def test_an_integer_python_cannot_build_is_named_not_an_unexpected_error(tmp_pat
         read_params_file(path)
     assert str(err.value).startswith(f"{path}: file: expected a YAML ROS 2 parameter file, got YAML values Python "
                                      "can build (")
+
+
+def test_a_parameter_under_the_wrong_node_names_the_node_that_has_it():
+    """tick_us under clock_master was "expected a parameter of clock_master: decision_us, ...",
+    no word of sim_bridge declaring it."""
+    from simforge_ros.params import spec
+
+    with pytest.raises(ConfigError, match=r"clock_master\.tick_us: expected a parameter of clock_master "
+                                          r"\(sim_bridge\.tick_us is another node's\), got 'tick_us'"):
+        spec("clock_master", "tick_us")
+    with pytest.raises(ConfigError, match=r"\(sim_bridge\.scenario and driver\.scenario are other nodes'\)"):
+        spec("recorder", "scenario")
