@@ -2,7 +2,8 @@
 
     simforge run [SCENARIO] [--params-file FILE] [--repeat N] [--driver route|torch|external] [--seed S]
                  [--latency-ms MS] [--steps K] [--layout processes|single] [--set NODE.PARAM=VALUE ...]
-                 [--inject SPEC ...] [--real-time-factor F] [--hold-at-step K] [--out DIR] [--json]
+                 [--inject SPEC ...] [--real-time-factor F] [--hold-at-step K] [--wait-for-reader TOPIC ...]
+                 [--out DIR] [--json]
     simforge scenarios
     simforge info RUN [--json]
     simforge verify RUN [--json]
@@ -377,6 +378,10 @@ def _run(args: argparse.Namespace) -> int:
         sets.setdefault("clock_master", {})["real_time_factor"] = args.real_time_factor
     if args.hold_at_step is not None:
         sets.setdefault("clock_master", {})["hold_at_step"] = args.hold_at_step
+    if args.wait_for_reader:  # both nodes that publish wait, each for its own topics
+        wanted = list(dict.fromkeys(args.wait_for_reader))
+        for node in ("clock_master", "sim_bridge"):
+            sets.setdefault(node, {})["wait_for_readers"] = wanted
     hold_at = sets.get("clock_master", {}).get("hold_at_step", -1)
     latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
     seed = args.seed if args.seed is not None else options.get("seed", 0)
@@ -619,6 +624,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "it live), default 0: as fast as the participants answer; digests are the same")
     run.add_argument("--hold-at-step", type=int, default=None, metavar="K",
                      help="hold the run once step K is done (0: at t(0)), until `simforge pause --resume`")
+    run.add_argument("--wait-for-reader", action="append", default=[], metavar="TOPIC",
+                     help="start step 0 only once a node not of the run (your stack's) reads TOPIC, a topic the "
+                          "run publishes, and its writer has matched it (repeatable; within "
+                          "clock_master.startup_timeout_ms)")
     run.add_argument("--layout", choices=("processes", "single"), default="processes",
                      help="one process per node (default), or all four nodes in one process")
     run.add_argument("--set", action="append", default=[], metavar="NODE.PARAM=VALUE",

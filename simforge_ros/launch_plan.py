@@ -32,6 +32,7 @@ from simforge_ros.params import (
     both_units,
     check_frame_wait,
     check_run_span,
+    check_wanted_readers,
     coerce,
     frame_problems,
     meant_as,
@@ -239,10 +240,11 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
     problems += frame_problems(merged["sim_bridge"], f"{params_file} and the launch arguments")
-    try:
-        check_run_span(merged, f"{params_file} and the launch arguments")
-    except ConfigError as err:
-        problems.extend(err.problems)
+    for check_span in (check_run_span, check_wanted_readers):
+        try:
+            check_span(merged, f"{params_file} and the launch arguments")
+        except ConfigError as err:
+            problems.extend(err.problems)
     if driver == "torch":
         # the bridge renders what the planner looks at (driver.cameras), or the file's rig
         # for the bridge where it holds every one of them, as `simforge run --driver torch`

@@ -82,6 +82,11 @@ each node's own check of its choices came one at a time as the nodes started, wh
 parameter file's type and range problems were all named at once."""
 _FAULTS_FORM = "a list of fault specs, like [drop_frame@3]"
 
+WAIT_FOR_READERS_DOC = ("topics the run publishes that a node not of the run (a stack's) must read before "
+                        "step 0, its reader matched (simforge run --wait-for-reader); [] = none")
+_TOPICS_FORM = "a list of topics the run publishes, e.g. [/clock, /simforge/camera/front/image_raw]"
+
+
 NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
     "clock_master": (
         # a period of 0 or less, or a negative latency, is a bad value like any other: named
@@ -106,6 +111,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
                   "hold the run once step K is done (0: at t(0); the last step: before the run ends) until "
                   "resumed on /simforge/pause; -1 = never",
                   minimum=-1),
+        ParamSpec("wait_for_readers", "str_list", [], WAIT_FOR_READERS_DOC, form=_TOPICS_FORM),
     ),
     "sim_bridge": (
         ParamSpec("backend", "str", "embedded", "simulator backend: embedded | carla",
@@ -137,6 +143,7 @@ NODE_PARAMS: dict[str, tuple[ParamSpec, ...]] = {
         ParamSpec("base_frame", "str", "base_link",
                   "odometry and tf: the ego's frame (rear axle, on the ground, x forward, z up)"),
         ParamSpec("faults", "str_list", [], "fault-injection specs (see README)", form=_FAULTS_FORM),
+        ParamSpec("wait_for_readers", "str_list", [], WAIT_FOR_READERS_DOC, form=_TOPICS_FORM),
     ),
     "driver": (
         ParamSpec("policy", "str", "route", "route | torch"),
@@ -562,6 +569,44 @@ def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None
     if steps > 0 and hold_at >= steps:  # a step the run never reaches: never held (launch said nothing)
         raise ConfigError.single(source, "clock_master.hold_at_step", f"a step of the run (0 to {steps - 1}; "
                                  "-1: never)", hold_at)
+
+
+def published_topics(params: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The topics a run of ``params`` publishes once a step or as things happen: the clock
+    master's step topics, the bridge's contacts, its cameras' images and camera_info, and
+    the side topics it was asked for."""
+    from simforge_ros import topics
+
+    bridge = params.get("sim_bridge", {})
+
+    def get(name: str) -> Any:
+        return bridge.get(name, spec("sim_bridge", name).default)
+
+    out = [*topics.STEP_TOPICS, topics.CONTACTS]
+    for camera in get("cameras"):
+        out += [topics.image_topic(str(camera)), topics.camera_info_topic(str(camera))]
+    out += [topic for flag, topic in (("odometry", topics.ODOM), ("tf", topics.TF),
+                                      ("ground_truth", topics.GROUND_TRUTH), ("markers", topics.MARKERS)) if get(flag)]
+    return out
+
+
+def check_wanted_readers(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
+    """--wait-for-reader names topics this run publishes, and both nodes that wait are told
+    the same ones: a typo waited startup_timeout_ms for a reader of a topic nobody writes.
+
+    Raises:
+        ConfigError: a topic the run does not publish, or the two nodes' lists differ.
+    """
+    clock = list(params.get("clock_master", {}).get("wait_for_readers", []))
+    bridge = list(params.get("sim_bridge", {}).get("wait_for_readers", []))
+    if sorted(clock) != sorted(bridge):
+        raise ConfigError.single(source, "sim_bridge.wait_for_readers", f"the same topics as "
+                                 f"clock_master.wait_for_readers ({clock}): both nodes wait for them", bridge)
+    published = published_topics(params)
+    for topic in clock:
+        if topic not in published:
+            raise ConfigError.single(source, "clock_master.wait_for_readers", "a topic this run publishes "
+                                     "(--wait-for-reader): " + ", ".join(published), topic)
 
 
 class _Quoted(str):

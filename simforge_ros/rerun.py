@@ -10,9 +10,10 @@ refused run repeats when the rerun is refused with the same code at the same ste
 same chain: the failure reproduces. A run interrupted (``aborted``: a Ctrl-C, its simforge run
 killed) recorded what it had done when the user stopped it, which nothing in the run decided:
 its rerun runs as many steps and repeats it when those steps repeat bit for bit.
-Two wall-clock settings are not taken from the kept run:
+Three wall-clock settings are not taken from the kept run:
 a rerun is not paced (clock_master.real_time_factor) and does not hold at a step
-(hold_at_step) unless asked here, so a rerun never waits for someone to resume it; neither
+(hold_at_step) unless asked here, nor wait for a stack's reader (wait_for_readers), so a
+rerun never waits for someone to resume it; none
 changes a digest.
 """
 
@@ -110,7 +111,8 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
     )
 
 
-WALL_SETTINGS = ("nodes.clock_master.params.real_time_factor", "nodes.clock_master.params.hold_at_step")
+WALL_SETTINGS = ("nodes.clock_master.params.real_time_factor", "nodes.clock_master.params.hold_at_step",
+                 "nodes.clock_master.params.wait_for_readers", "nodes.sim_bridge.params.wait_for_readers")
 """The rerun's own settings, never the kept run's (no digest depends on them): no setup
 difference to tell."""
 
@@ -230,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             say("rerun", note)  # as `simforge run --params-file` says its own
         # wall-clock settings of this rerun's own (validated with the rest by the runner)
         params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
+        for node in ("clock_master", "sim_bridge"):  # a stack's reader the kept run waited for is not here
+            params.setdefault(node, {}).pop("wait_for_readers", None)
         # next to the kept run unless told (its parent as given: `rerun .` from inside it wrote into it)
         into = args.out if args.out is not None else os.path.dirname(os.path.abspath(kept.path))
         if (problem := out_dir_problem(into)) is not None:  # as `simforge run`'s

@@ -55,7 +55,14 @@ from simforge_ros.isolation import (
     lease_domain,
     user_domain,
 )
-from simforge_ros.params import check_frame_wait, check_run_span, frame_problems, params_yaml, validate
+from simforge_ros.params import (
+    check_frame_wait,
+    check_run_span,
+    check_wanted_readers,
+    frame_problems,
+    params_yaml,
+    validate,
+)
 from simforge_ros.params import spec as spec_of
 from simforge_ros.process_tuning import (
     HELD_SIGNALS,
@@ -203,6 +210,7 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
         raise ConfigError(problems)
     check_frame_wait(checked, "run parameters")
     check_run_span(checked, "run parameters")
+    check_wanted_readers(checked, "run parameters")
     check_camera_faults(checked, plan)
     return checked
 
@@ -380,6 +388,8 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                 held.enter_context(hold_domain(lease.domain_id, who))
             if spec.driver == EXTERNAL:
                 _announce_external_driver(params, lease.domain_id, discovery)
+            if params["clock_master"].get("wait_for_readers"):
+                _announce_wanted_readers(params, lease.domain_id, discovery)
             if hold_at >= 0:
                 _announce_paused(hold_at, lease.domain_id, spec.out_dir)
             elif (factor := params["clock_master"].get("real_time_factor", 0.0)) > 0:
@@ -490,6 +500,16 @@ def _announce_external_driver(params: Mapping[str, Mapping[str, Any]], domain_id
     print(f"simforge: waiting up to {startup_s:g} s for your driver: a {topics.DECIDE_SERVICE} service "
           f"(simforge_ros/srv/Decide) on ROS_DOMAIN_ID={domain_id}, "
           f"{'localhost' if discovery == 'LOCALHOST' else 'this subnet'}", file=sys.stderr, flush=True)
+
+
+def _announce_wanted_readers(params: Mapping[str, Mapping[str, Any]], domain_id: int, discovery: str) -> None:
+    """Tell the user where and how long the run waits for their stack's readers (a leased
+    domain is no one's guess)."""
+    name = "startup_timeout_ms"
+    startup_s = params["clock_master"].get(name, spec_of("clock_master", name).default) / 1000
+    wanted = ", ".join(params["clock_master"]["wait_for_readers"])
+    print(f"simforge: waiting up to {startup_s:g} s for a node of yours reading {wanted} on ROS_DOMAIN_ID="
+          f"{domain_id}, {'localhost' if discovery == 'LOCALHOST' else 'this subnet'}", file=sys.stderr, flush=True)
 
 
 def _run_single(spec: RunSpec, params_file: Path, lease: DomainLease, on_step: Any,

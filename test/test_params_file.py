@@ -623,3 +623,37 @@ def test_a_parameter_under_the_wrong_node_names_the_node_that_has_it():
         spec("clock_master", "tick_us")
     with pytest.raises(ConfigError, match=r"\(sim_bridge\.scenario and driver\.scenario are other nodes'\)"):
         spec("recorder", "scenario")
+
+
+def test_wait_for_readers_names_topics_the_run_publishes_in_both_nodes_alike():
+    """A typo waited startup_timeout_ms for a reader of a topic nobody writes; one node told
+    and not the other left its topics unwaited."""
+    from simforge_ros.params import check_wanted_readers, published_topics
+
+    both = {"clock_master": {"wait_for_readers": ["/clock"]}, "sim_bridge": {"wait_for_readers": ["/clock"]}}
+    check_wanted_readers(both, "here")
+    assert "/simforge/camera/front/image_raw" in published_topics({})  # the default rig: chase, front
+    assert "/simforge/odom" not in published_topics({}) and "/simforge/odom" in published_topics(
+        {"sim_bridge": {"odometry": True}})
+    typo = {node: {"wait_for_readers": ["/clok"]} for node in ("clock_master", "sim_bridge")}
+    with pytest.raises(ConfigError, match=r"^here: clock_master\.wait_for_readers: expected a topic this run "
+                                          r"publishes \(--wait-for-reader\): /clock, .*, got '/clok'$"):
+        check_wanted_readers(typo, "here")
+    with pytest.raises(ConfigError, match=r"sim_bridge\.wait_for_readers: expected the same topics as "
+                                          r"clock_master\.wait_for_readers"):
+        check_wanted_readers({"clock_master": {"wait_for_readers": ["/clock"]}}, "here")
+
+
+def test_wait_for_reader_is_handed_to_both_nodes_that_publish(tmp_path, capsys):
+    """simforge run --wait-for-reader T sets clock_master.wait_for_readers and
+    sim_bridge.wait_for_readers alike (--out names a file: the run stops after its checks)."""
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    code = cli.main(["run", "right_turn", "--wait-for-reader", "/clock", "--wait-for-reader", "/simforge/odom",
+                     "--out", str(blocker / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and "clock_master.wait_for_readers: expected a topic this run publishes" in err, err
+    assert "got '/simforge/odom'" in err  # the bridge publishes no odometry unless asked
+    code = cli.main(["run", "right_turn", "--wait-for-reader", "/simforge/odom", "--set", "sim_bridge.odometry=true",
+                     "--out", str(blocker / "runs")])
+    assert code == 2 and "--out" in capsys.readouterr().err  # past the parameters' checks

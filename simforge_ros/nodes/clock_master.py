@@ -79,10 +79,12 @@ from simforge_ros.nodes.common import (
     close_nodes,
     declare_params,
     exit_if_stuck,
+    foreign_readers,
     help_requested,
     ignore_stop_signals,
     in_dds_domain,
     make_executor,
+    matchable_readers,
     period,
     process_alive,
     publish_node_params,
@@ -320,6 +322,8 @@ class ClockMaster:
         """Raises: ConfigError / RateNotMultiple: bad parameters."""
         self.node = Node(NAME, context=context)
         values = declare_params(self.node, NAME)
+        self._wanted_readers: tuple[str, ...] = tuple(values["wait_for_readers"])  # --wait-for-reader
+        self._unmatchable_said: set[tuple[str, str, str]] = set()
         # seconds that are no whole number of microseconds: refused once the run has begun
         # (see run), so that the recorder keeps the refusal; before, the clock master
         # exited at start-up and the manifest said incomplete_run
@@ -858,6 +862,16 @@ class ClockMaster:
             # instead of participant_lost (a recorder killed at step 0, once in a CI run)
             recorder = self._recorder
             waits.append((lambda: recorder.pid is not None, "the recorder's parameters (its process id)"))
+        # --wait-for-reader: a stack's node reads each topic named (a viewer, a perception
+        # node started before the run, discovered only later: it missed step 0 and more),
+        # and this node's writer of it has matched its readers; the bridge waits for its own
+        own = {pub.topic_name: pub for pub in self._record_publishers()}
+        for topic in self._wanted_readers:
+            waits.append((self._read_by_a_stack(topic),
+                          f"a reader of {topic} in a node not of the run (--wait-for-reader {topic})"))
+            if topic in own:
+                waits.append((self._matched(own[topic]),
+                              f"the clock master's writer of {topic} matched to its readers (--wait-for-reader)"))
         for ready, what in waits:
             while not ready():
                 if self.interrupted:
@@ -876,6 +890,15 @@ class ClockMaster:
                         -1, f"{what} did not appear within {self.config.startup_timeout_s:g} s"
                     )
                 self._executor.spin_once(timeout_sec=WALL_POLL_S)
+
+    def _read_by_a_stack(self, topic: str) -> Callable[[], bool]:
+        """Whether this node's graph shows a reader of ``topic`` in a node not of the run."""
+        return lambda: bool(foreign_readers(self.node, topic))
+
+    def _matched(self, publisher: Any) -> Callable[[], bool]:
+        """Whether ``publisher`` has matched every reader its graph shows that can match it."""
+        return lambda: bool(publisher.get_subscription_count() >= matchable_readers(
+            self.node, publisher, self._unmatchable_said))
 
     def _participants(self) -> list[Participant]:
         """Who answered Step and Decide, for the manifest: an external driver publishes no

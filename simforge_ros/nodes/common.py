@@ -699,3 +699,54 @@ def ignore_stop_signals() -> None:
     """
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
+
+
+RUN_NODES = frozenset({"clock_master", "sim_bridge", "driver", "recorder"})
+"""The names of a run's own nodes: a reader of any other node is a stack's (a viewer, a
+perception node) for --wait-for-reader."""
+
+_UNNAMED = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
+
+
+def foreign_readers(node: Node, topic: str) -> list[str]:
+    """The full names of the nodes not of the run (RUN_NODES) that the graph of ``node``
+    shows reading ``topic``."""
+    return [f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+            for info in node.get_subscriptions_info_by_topic(topic)
+            if info.node_name and not info.node_name.startswith(_UNNAMED)
+            and not (info.node_namespace == "/" and info.node_name in RUN_NODES)]
+
+
+def matchable_readers(node: Node, writer: Any, said: set[tuple[str, str, str]]) -> int:
+    """The readers on ``writer``'s topic that can match it: its type, and no reliability or
+    durability its writer does not offer. One that cannot (a viewer's transient-local reader
+    of a volatile topic) was waited for, a second on each topic in turn: with a stack's
+    listener on six of them a torch run's driver gave up on step 0's front frame
+    (missing_frame). It is named once (``said`` keeps who was) in a warning of ``node``.
+    (rclpy's qos_check_compatible is not used: on the graph's profiles it called the
+    recorder's readers incompatible, by their deadline and liveliness lease, which the
+    graph reports in another form than the writer's.)"""
+    cls = writer.msg_type
+    kind = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
+    offered = writer.qos_profile
+    count = 0
+    for reader in node.get_subscriptions_info_by_topic(writer.topic_name):
+        asked = reader.qos_profile
+        reliable = asked.reliability == ReliabilityPolicy.RELIABLE
+        kept = asked.durability == DurabilityPolicy.TRANSIENT_LOCAL
+        why = (f"it reads {reader.topic_type}, the topic carries {kind}" if reader.topic_type != kind
+               else "it asks for reliable delivery, the writer is best effort"
+               if reliable and offered.reliability == ReliabilityPolicy.BEST_EFFORT
+               else "it asks for transient-local durability, the writer's is volatile"
+               if kept and offered.durability == DurabilityPolicy.VOLATILE
+               else "")
+        if not why:
+            count += 1
+            continue
+        key = (writer.topic_name, reader.node_namespace, reader.node_name)
+        if key not in said:
+            said.add(key)
+            name = f"{reader.node_namespace.rstrip('/')}/{reader.node_name}"
+            node.get_logger().warning(f"{writer.topic_name}: the reader of {name} cannot match ({why}); "
+                                      "not waited for")
+    return count

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from nav_msgs.msg import Odometry
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
 from visualization_msgs.msg import MarkerArray
@@ -46,8 +45,10 @@ from simforge_ros.nodes.common import (
     TF_STATIC_QOS,
     declare_params,
     die_now,
+    foreign_readers,
     jitter_sleep,
     losing_answer,
+    matchable_readers,
     node_faults,
     period,
     publish_node_params,
@@ -68,6 +69,10 @@ FIRST_MATCH_WAIT_S = 1.0
 # graph (the clock master has seen it; this node's discovery of that participant can lag
 # by an SPDP announcement period, 3 s): below the drivers' 5 s wait for a named input.
 DRIVER_SEEN_WAIT_S = 3.5
+# Wall clock: how long a topic of --wait-for-reader waits for its stack reader to show in
+# this node's graph (the clock master saw it before step 0; this node's discovery lags) and
+# to match its writer: below the drivers' 5 s wait for a frame
+WANTED_WAIT_S = 4.0
 
 
 class SimBridge:
@@ -83,6 +88,7 @@ class SimBridge:
         self.node = Node(NAME, context=context)
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
+        self._wanted_readers = frozenset(values["wait_for_readers"])  # --wait-for-reader: a stack's, here first
         faults = node_faults(values, NAME).for_node(NAME)
         # seconds that are no whole number of microseconds: refused as the reset is answered,
         # so that the run records the refusal (before, the bridge exited at start-up and the
@@ -207,7 +213,7 @@ class SimBridge:
         taken to mean its camera readers were matched too; yet one run lost step 0's chase
         image and camera_info (recorded from step 1 on), so no step ever completed and
         nothing was chained. A reader that cannot match (another type, a QoS the writer's
-        rules out) is named in a warning and not waited for (_matchable_readers).
+        rules out) is named in a warning and not waited for (common.matchable_readers).
 
         The readers are counted once this node's graph shows the driver's reader of Decide
         requests (at most DRIVER_SEEN_WAIT_S), which the clock master matched before it
@@ -232,52 +238,28 @@ class SimBridge:
                                               f"after {DRIVER_SEEN_WAIT_S:g} s; its readers not waited for")
                     break
                 time.sleep(0.002)
-        wall_deadline = time.monotonic() + FIRST_MATCH_WAIT_S
+        wanted = [w.topic_name for w in writers if w.topic_name in self._wanted_readers]
+        # a reader asked for is waited for longer, to be seen and matched (one matched 1 s
+        # late, on a loaded machine, got no front image of a 10-step run)
+        wall_deadline = time.monotonic() + (WANTED_WAIT_S if wanted else FIRST_MATCH_WAIT_S)
+        while any(not foreign_readers(node, topic) for topic in wanted):
+            if time.monotonic() >= wall_deadline:
+                node.get_logger().warning(f"{', '.join(wanted)}: the reader of a node not of the run (--wait-for-"
+                                          f"reader) is not in this node's graph after {WANTED_WAIT_S:g} s; "
+                                          "publishing anyway")
+                break
+            time.sleep(0.002)
         while True:
             recorder = int("recorder" in node.get_node_names())
             late = [w.topic_name for w in writers
-                    if w.get_subscription_count() < max(recorder, self._matchable_readers(w))]
+                    if w.get_subscription_count() < max(recorder, matchable_readers(node, w, self._unmatchable_said))]
             if not late:
                 return
             if time.monotonic() >= wall_deadline:
                 node.get_logger().warning(f"{', '.join(late)}: not every reader matched within "
-                                          f"{FIRST_MATCH_WAIT_S:g} s; publishing anyway")
+                                          f"{WANTED_WAIT_S if wanted else FIRST_MATCH_WAIT_S:g} s; publishing anyway")
                 return
             time.sleep(0.002)
-
-    def _matchable_readers(self, writer: Any) -> int:
-        """The readers on ``writer``'s topic that can match it: its type, and no reliability
-        or durability its writer does not offer. One that cannot (a viewer's transient-local
-        reader of a volatile topic) was waited for, FIRST_MATCH_WAIT_S on each topic in
-        turn: with a stack's listener on six of them a torch run's driver gave up on step
-        0's front frame (missing_frame). It is named once, in a warning, as its topic's
-        first message goes. (rclpy's qos_check_compatible is not used: on the graph's
-        profiles it called the recorder's readers incompatible, by their deadline and
-        liveliness lease, which the graph reports in another form than the writer's.)"""
-        cls = writer.msg_type
-        kind = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
-        offered = writer.qos_profile
-        count = 0
-        for reader in self.node.get_subscriptions_info_by_topic(writer.topic_name):
-            asked = reader.qos_profile
-            why = (f"it reads {reader.topic_type}, the topic carries {kind}" if reader.topic_type != kind
-                   else "it asks for reliable delivery, the writer is best effort"
-                   if asked.reliability == ReliabilityPolicy.RELIABLE
-                   and offered.reliability == ReliabilityPolicy.BEST_EFFORT
-                   else "it asks for transient-local durability, the writer's is volatile"
-                   if asked.durability == DurabilityPolicy.TRANSIENT_LOCAL
-                   and offered.durability == DurabilityPolicy.VOLATILE
-                   else "")
-            if not why:
-                count += 1
-                continue
-            said = (writer.topic_name, reader.node_namespace, reader.node_name)
-            if said not in self._unmatchable_said:
-                self._unmatchable_said.add(said)
-                name = f"{reader.node_namespace.rstrip('/')}/{reader.node_name}"
-                self.node.get_logger().warning(f"{writer.topic_name}: the reader of {name} cannot match ({why}); "
-                                               "not waited for")
-        return count
 
     def _publish_frame(self, frame: RenderedFrame) -> None:
         camera = frame.stamp.camera

@@ -178,12 +178,15 @@ def test_a_rerun_whose_camera_info_differs_did_not_repeat(tmp_path):
 
 
 def test_a_rerun_is_neither_paced_nor_held_unless_asked(tmp_path):
-    """A kept run watched live (paced, held at a step) reruns unattended: a rerun that held
-    would wait for someone to resume it, and one paced at 0.01 would take a minute."""
+    """A kept run watched live (paced, held at a step, waiting for a stack's reader) reruns
+    unattended: a rerun that held would wait for someone to resume it, one paced at 0.01
+    would take a minute, and a stack's reader of the kept run is not there to wait for."""
     kept = lockstep(tmp_path / "runs", steps=6, layout="single")
     params = Path(kept.run_dir) / "params.yaml"
     doc = yaml.safe_load(params.read_text())
-    doc["clock_master"]["ros__parameters"].update(real_time_factor=0.01, hold_at_step=2)
+    doc["clock_master"]["ros__parameters"].update(real_time_factor=0.01, hold_at_step=2,
+                                                  wait_for_readers=["/clock"])
+    doc["sim_bridge"]["ros__parameters"]["wait_for_readers"] = ["/clock"]
     params.write_text(yaml.safe_dump(doc))
     out = subprocess.run([str(Path(sys.executable).with_name("simforge")), "rerun", kept.run_dir, "--json"],
                          capture_output=True, text=True, cwd=tmp_path, timeout=60)
@@ -193,6 +196,7 @@ def test_a_rerun_is_neither_paced_nor_held_unless_asked(tmp_path):
     rerun = yaml.safe_load((Path(result["rerun"]["run_dir"]) / "params.yaml").read_text())
     clock = rerun["clock_master"]["ros__parameters"]
     assert (clock["real_time_factor"], clock["hold_at_step"]) == (0.0, -1)
+    assert clock.get("wait_for_readers", []) == [] and "waiting up to" not in out.stderr
     assert "holds once step" not in out.stderr
 
 

@@ -1,0 +1,39 @@
+"""A stack's node, as a user's would be: reads /clock and the front camera with default
+QoS (keep last 10, reliable, volatile), writes each stamp it got as "TOPIC NS" lines to
+argv[1] and exits once it has /clock of step argv[2] (or after 60 s)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import rclpy
+from rosgraph_msgs.msg import Clock
+from sensor_msgs.msg import Image
+
+
+def main() -> int:
+    out, last_ns = sys.argv[1], int(sys.argv[2])
+    rclpy.init()
+    node = rclpy.create_node("stack_listener")
+    got: list[tuple[str, int]] = []
+    node.create_subscription(Clock, "/clock", lambda m: got.append(("clock", m.clock.sec * 10**9 + m.clock.nanosec)),
+                             10)
+    node.create_subscription(Image, "/simforge/camera/front/image_raw",
+                             lambda m: got.append(("front", m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)), 10)
+    print("up", flush=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and ("clock", last_ns) not in got:
+        rclpy.spin_once(node, timeout_sec=0.1)
+    end = time.monotonic() + 0.5  # the last step's frame
+    while time.monotonic() < end:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    with open(out, "w") as f:
+        f.writelines(f"{topic} {ns}\n" for topic, ns in got)
+    node.destroy_node()
+    rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

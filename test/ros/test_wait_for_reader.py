@@ -1,0 +1,67 @@
+"""`simforge run --wait-for-reader TOPIC`: a stack's node reading a run's topics gets them
+from step 0. Discovery here takes 0.25 to 3 s: a listener started 2 to 6 s before a run
+(held at step 0, even) missed step 0's image and /clock in 8 of 12 runs, the run having
+started once its own nodes had matched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from runs import simforge
+
+pytestmark = pytest.mark.ros
+
+LISTENER = Path(__file__).with_name("stack_listener.py")
+WANTED = ("/clock", "/simforge/camera/front/image_raw")
+STEPS, DECISION_NS = 10, 100_000_000
+
+
+def _listener(env: dict[str, str], out: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(LISTENER), str(out), str((STEPS - 1) * DECISION_NS)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _run(env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:
+    exe = Path(sys.executable).with_name("simforge")
+    return subprocess.Popen([str(exe), "run", "right_turn", "--steps", str(STEPS), "--out", str(out),
+                             *[arg for topic in WANTED for arg in ("--wait-for-reader", topic)], *extra],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("first", ["listener", "run"])
+def test_a_stack_node_gets_every_step_from_step_0(ros_lease, tmp_path, first):
+    env = dict(ros_lease.env)
+    got = tmp_path / "got.txt"
+    if first == "listener":
+        listener = _listener(env, got)
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "up"
+        run = _run(env, tmp_path / "runs")
+    else:
+        run = _run(env, tmp_path / "runs")
+        time.sleep(2.0)  # the run waits for it
+        listener = _listener(env, got)
+    out, err = run.communicate(timeout=120)
+    listener.wait(timeout=60)
+    assert run.returncode == 0, (out, err)
+    assert f"simforge: waiting up to 30 s for a node of yours reading {', '.join(WANTED)} on ROS_DOMAIN_ID=" in err
+    lines = got.read_text().split()
+    stamps = {topic: sorted(int(ns) for t, ns in zip(lines[::2], lines[1::2], strict=True) if t == topic)
+              for topic in ("clock", "front")}
+    assert stamps["clock"] == [k * DECISION_NS for k in range(STEPS)], stamps
+    assert stamps["front"] == [k * DECISION_NS for k in range(STEPS)], stamps  # a frame every step
+    # a run that waited is the same run
+    plain = simforge("run", "right_turn", "--steps", str(STEPS), "--out", str(tmp_path / "plain"), cwd=tmp_path)
+    chain = out.split("chain=")[1].split()[0]
+    assert plain.returncode == 0 and f"chain={chain}" in plain.stdout
+
+
+def test_no_reader_within_the_start_up_limit_is_refused_naming_the_topic(ros_lease, tmp_path):
+    run = _run(dict(ros_lease.env), tmp_path / "runs", "--set", "clock_master.startup_timeout_ms=3000")
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 15, (out, err)  # participant_timeout
+    assert "refused:participant_timeout before step 0" in out
+    assert "a reader of /clock in a node not of the run (--wait-for-reader /clock) did not appear within 3 s" in out
