@@ -74,6 +74,10 @@ ARGS: Mapping[str, LaunchArg] = {
     "hold_at_step": LaunchArg(
         "", "hold the run once step K is done (0: at t(0)) until /simforge/pause (std_srvs/SetBool) is called "
             f"with false; -1: never ({_FILE}: -1)", (("clock_master", "hold_at_step"),)),
+    "wait_for_readers": LaunchArg(
+        "", "topics the run publishes that a node of yours must read before step 0, as a list: [/clock, "
+            f"/simforge/camera/front/image_raw] ({_FILE}: [], none)",
+        (("clock_master", "wait_for_readers"), ("sim_bridge", "wait_for_readers"))),
     "out_dir": LaunchArg("", "run directory: a new one, or one holding no run yet (empty: the parameter file's "
                              "recorder.out_dir, else /tmp/simforge-run)", (("recorder", "out_dir"),)),
     "run_id": LaunchArg("", "run id (empty: the parameter file's, else 'launch')",

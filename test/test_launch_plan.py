@@ -307,3 +307,11 @@ def test_a_hold_past_the_last_step_is_refused_as_simforge_run_refuses_it():
                                    "got 50")
     assert plan({"steps": "20", "hold_at_step": "19"}, SHIPPED).nodes["clock_master"]["hold_at_step"] == 19
     assert plan({"hold_at_step": "500"}, SHIPPED).nodes["clock_master"]["hold_at_step"] == 500  # the scenario's end
+
+
+def test_wait_for_readers_is_one_argument_for_both_nodes_and_names_a_topic_the_run_publishes():
+    planned = plan({"wait_for_readers": "[/clock, /simforge/camera/front/image_raw]"}, SHIPPED).nodes
+    assert planned["clock_master"]["wait_for_readers"] == ["/clock", "/simforge/camera/front/image_raw"]
+    assert planned["sim_bridge"]["wait_for_readers"] == planned["clock_master"]["wait_for_readers"]
+    with pytest.raises(ConfigError, match=r"clock_master\.wait_for_readers: expected a topic this run publishes"):
+        plan({"wait_for_readers": "[/simforge/odom]"}, SHIPPED)  # no odometry unless asked
