@@ -355,12 +355,13 @@ def _run(args: argparse.Namespace) -> int:
     driver = args.driver if args.driver is not None else options.get("driver", "route")
     if args.latency_ms is not None:
         file_sets.get("clock_master", {}).pop("latency_s", None)  # the command line's latency wins
+    # derived from the driver, both ways, as the launch file does: the shipped config's `true`
+    # (or a kept route run's params.yaml) held Finish for the parameters an external driver
+    # never publishes, refused participant_timeout after 30 s; a kept external run's `false`
+    # would let a route run's manifest call its driver external
+    file_sets.get("recorder", {}).pop("await_driver", None)
     if driver == EXTERNAL:
         file_sets.pop("driver", None)  # no driver of ours starts: its section is not used (as in launch)
-        # derived from --driver, as the launch file does: the shipped config's `true` (or a
-        # kept route run's params.yaml) held Finish for the parameters an external driver
-        # never publishes, and the run was refused participant_timeout after 30 s
-        file_sets.get("recorder", {}).pop("await_driver", None)
     given_sets = _parse_set(args.set)
     if driver == "torch":
         _planner_rig(args.params_file, file_sets, given_sets)

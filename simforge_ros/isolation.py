@@ -108,14 +108,15 @@ def _has_participants(domain_id: int) -> bool:
     """Whether a DDS participant on this host is in ``domain_id``: a node someone started
     by hand with that ROS_DOMAIN_ID (an external driver left running, a viewer) holds no
     lease, and a run leased there had its Decide calls answered by it. Each participant
-    binds two UDP ports of the RTPS port mapping, its metatraffic unicast port 7410 + 250 *
-    domain + 2 * participant id and the user unicast port one above it, whatever builtin
-    transports it uses; a pair neither of which can be bound is a participant.
+    binds its metatraffic unicast port, 7410 + 250 * domain + 2 * participant id (the RTPS
+    port mapping), so a port that cannot be bound is a participant.
 
-    One busy port alone is not: from domain 102 up these ports lie in Linux's ephemeral
-    range (32768-60999), where every DDS participant on the host (each run's nodes, every
-    test's) binds sockets of its own to port 0. Read alone, one of those made a free
-    domain look taken, once in some hundreds of checks, and a lease passed over it."""
+    Within Linux's ephemeral range (32768-60999 here: from domain 102 up), where every DDS
+    participant on the host binds sockets of its own to port 0, one busy port alone is not:
+    one of those made a free domain look taken, once in some hundreds of checks (a CI run's
+    lease test), so there the user unicast port above it must be bound too, as every builtin
+    transport binds it. Below the range one port is enough (a participant whose user port
+    moved, or with none, is still seen)."""
     import socket
 
     def busy(port: int) -> bool:
@@ -126,11 +127,21 @@ def _has_participants(domain_id: int) -> bool:
                 return True
         return False
 
+    low, high = _ephemeral_ports()
     for participant in range(PARTICIPANT_IDS_PROBED):
         metatraffic = 7410 + 250 * domain_id + 2 * participant
-        if busy(metatraffic) and busy(metatraffic + 1):
+        if busy(metatraffic) and (not low <= metatraffic <= high or busy(metatraffic + 1)):
             return True
     return False
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    """The ports the kernel hands a socket bound to port 0 (Linux's defaults where unread)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 LEASED_WHEN_UNSET = "unset: simforge leases a free one"

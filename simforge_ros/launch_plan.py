@@ -244,11 +244,10 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
     for node in NODES:
         problems += both_units(node, merged[node], f"{params_file} and the launch arguments")
     problems += frame_problems(merged["sim_bridge"], f"{params_file} and the launch arguments")
-    for check_span in (check_run_span, check_wanted_readers):
-        try:
-            check_span(merged, f"{params_file} and the launch arguments")
-        except ConfigError as err:
-            problems.extend(err.problems)
+    try:
+        check_run_span(merged, f"{params_file} and the launch arguments")
+    except ConfigError as err:
+        problems.extend(err.problems)
     if driver == "torch":
         # the bridge renders what the planner looks at (driver.cameras), or the file's rig
         # for the bridge where it holds every one of them, as `simforge run --driver torch`
@@ -263,6 +262,11 @@ def plan(given: Mapping[str, str], default_params_file: Path, others: Collection
                 check()
             except ConfigError as err:
                 problems.extend(err.problems)
+    try:  # against the rig the bridge is handed (a torch run's planner cameras, say)
+        check_wanted_readers({**merged, "sim_bridge": {**merged["sim_bridge"], **handed.get("sim_bridge", {})}},
+                             f"{params_file} and the launch arguments")
+    except ConfigError as err:
+        problems.extend(err.problems)
     # every node's faults, as simforge run checks them: a node handed a spec it cannot parse
     # exits at start-up, and only the clock master's exit ends a launch (the rest waited out
     # its start-up limit and ended participant_timeout)

@@ -398,7 +398,9 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
                 return _run_single(spec, params_file, lease, on_step, relay)
             if spec.layout == "processes":
                 return _run_processes(spec, params_file, lease, on_step, relay)
-    except _StoppedAtStart:  # before any node was made (the lease, rclpy's import, its init)
+    except (_StoppedAtStart, RuntimeError) as err:
+        if not _stopped_at_start(err):  # before any node was made (the lease, rclpy's import, its init)
+            raise
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
                        Aborted.exit_code)
     except ConfigError:
@@ -573,6 +575,21 @@ class _StoppedAtStart(BaseException):
     torch planner's weights loading) must not take it for a bad configuration."""
 
 
+def _stopped_at_start(err: BaseException) -> bool:
+    """Whether ``err`` is, or was raised by, _StoppedAtStart: raised while a class was made
+    (a dataclass's fields, as a node module is first imported), Python wraps it in
+    "RuntimeError: Error calling __set_name__ on 'Field' instance ..." (a Ctrl-C then was
+    an unexpected error, exit 1, in a CI run)."""
+    seen: BaseException | None = err
+    for _ in range(8):  # a chain, not a loop
+        if seen is None:
+            return False
+        if isinstance(seen, _StoppedAtStart):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 class _StopRelay:
     """A stop signal in the single layout: to the clock master once it is built (it ends
     the run at its next step, ClockMaster.interrupted); before that, _StoppedAtStart ends
@@ -679,7 +696,9 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any,
         freeze_startup()
         outcome = clock.run(executor, on_step)
         return _result(spec, outcome.to_dict(), outcome.exit_code)
-    except _StoppedAtStart:  # as the processes layout says of a signal before its clock master ran
+    except (_StoppedAtStart, RuntimeError) as err:
+        if not _stopped_at_start(err):  # as the processes layout says of a signal before its clock master ran
+            raise
         if recorder is not None:
             recorder.close(refusal=_ABORTED_AT_START)  # what it kept says so, as the run's exit status does
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},

@@ -315,3 +315,8 @@ def test_wait_for_readers_is_one_argument_for_both_nodes_and_names_a_topic_the_r
     assert planned["sim_bridge"]["wait_for_readers"] == planned["clock_master"]["wait_for_readers"]
     with pytest.raises(ConfigError, match=r"clock_master\.wait_for_readers: expected a topic this run publishes"):
         plan({"wait_for_readers": "[/simforge/odom]"}, SHIPPED)  # no odometry unless asked
+    # a torch run's bridge renders the planner's cameras, not the file's chase
+    torch = plan({"driver": "torch", "wait_for_readers": "[/simforge/camera/left/image_raw]"}, SHIPPED).nodes
+    assert torch["sim_bridge"]["wait_for_readers"] == ["/simforge/camera/left/image_raw"]
+    with pytest.raises(ConfigError, match=r"got '/simforge/camera/chase/image_raw'"):
+        plan({"driver": "torch", "wait_for_readers": "[/simforge/camera/chase/image_raw]"}, SHIPPED)

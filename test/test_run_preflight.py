@@ -303,7 +303,7 @@ def test_a_lone_socket_on_a_domains_port_is_not_a_participant():
     """From domain 102 up the probed ports lie in the ephemeral range, where every DDS
     participant on the host binds sockets to port 0: one such socket on a free domain's
     metatraffic port made it look taken (a CI run's lease test failed so). A participant
-    binds the port above too."""
+    binds the port above too, which is looked at there."""
     import socket
 
     from simforge_ros import isolation
@@ -316,6 +316,13 @@ def test_a_lone_socket_on_a_domains_port_is_not_a_participant():
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as user_port:
             user_port.bind(("0.0.0.0", port + 1))
             assert isolation._has_participants(domain)
+    # below the ephemeral range one port is enough: a participant whose user port moved,
+    # or that binds none, is still seen there
+    low, _high = isolation._ephemeral_ports()
+    below = next(d for d in range(60, 100) if 7410 + 250 * d + 20 < low and not isolation._has_participants(d))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as lone:
+        lone.bind(("0.0.0.0", 7410 + 250 * below))
+        assert isolation._has_participants(below)
 
 
 def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):

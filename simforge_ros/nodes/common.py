@@ -25,7 +25,7 @@ from rclpy.executors import Executor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, LivelinessPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import String
 
 from simforge_ros import topics
@@ -717,15 +717,23 @@ def foreign_readers(node: Node, topic: str) -> list[str]:
             and not (info.node_namespace == "/" and info.node_name in RUN_NODES)]
 
 
+def _finite_ns(duration: Any) -> int:
+    """A QoS duration in nanoseconds, 0 where it is none: a profile's 0 (the default) and
+    the graph's int64 maximum both mean infinite."""
+    ns = int(duration.nanoseconds)
+    return ns if 0 < ns < 2**63 - 1 else 0
+
+
 def matchable_readers(node: Node, writer: Any, said: set[tuple[str, str, str]]) -> int:
-    """The readers on ``writer``'s topic that can match it: its type, and no reliability or
-    durability its writer does not offer. One that cannot (a viewer's transient-local reader
-    of a volatile topic) was waited for, a second on each topic in turn: with a stack's
-    listener on six of them a torch run's driver gave up on step 0's front frame
+    """The readers on ``writer``'s topic that can match it: its type, and no reliability,
+    durability, deadline or liveliness its writer does not offer (the offer must be at
+    least what is asked, as DDS has it). One that cannot (a viewer's transient-local
+    reader of a volatile topic) was waited for, a second on each topic in turn: with a
+    stack's listener on six of them a torch run's driver gave up on step 0's front frame
     (missing_frame). It is named once (``said`` keeps who was) in a warning of ``node``.
     (rclpy's qos_check_compatible is not used: on the graph's profiles it called the
-    recorder's readers incompatible, by their deadline and liveliness lease, which the
-    graph reports in another form than the writer's.)"""
+    recorder's readers incompatible, the graph giving an infinite duration as int64's
+    maximum where the writer's profile has 0.)"""
     cls = writer.msg_type
     kind = f"{cls.__module__.split('.')[0]}/msg/{cls.__name__}"
     offered = writer.qos_profile
@@ -739,6 +747,16 @@ def matchable_readers(node: Node, writer: Any, said: set[tuple[str, str, str]]) 
                if reliable and offered.reliability == ReliabilityPolicy.BEST_EFFORT
                else "it asks for transient-local durability, the writer's is volatile"
                if kept and offered.durability == DurabilityPolicy.VOLATILE
+               else f"it asks for a deadline of {_finite_ns(asked.deadline) / 1e9:g} s, the writer offers "
+                    + (f"{_finite_ns(offered.deadline) / 1e9:g} s" if _finite_ns(offered.deadline) else "none")
+               if _finite_ns(asked.deadline) and not 0 < _finite_ns(offered.deadline) <= _finite_ns(asked.deadline)
+               else "it asks for manual liveliness, the writer's is automatic"
+               if asked.liveliness == LivelinessPolicy.MANUAL_BY_TOPIC
+               and offered.liveliness != LivelinessPolicy.MANUAL_BY_TOPIC
+               else f"it asks for a liveliness lease of {_finite_ns(asked.liveliness_lease_duration) / 1e9:g} s, "
+                    "the writer's is longer"
+               if _finite_ns(asked.liveliness_lease_duration) and not 0 < _finite_ns(
+                   offered.liveliness_lease_duration) <= _finite_ns(asked.liveliness_lease_duration)
                else "")
         if not why:
             count += 1

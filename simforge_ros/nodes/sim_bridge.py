@@ -89,6 +89,7 @@ class SimBridge:
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
         self._wanted_readers = frozenset(values["wait_for_readers"])  # --wait-for-reader: a stack's, here first
+        self._wanted_deadline: float | None = None  # wall clock: the end of the waits for them (_await_readers)
         faults = node_faults(values, NAME).for_node(NAME)
         # seconds that are no whole number of microseconds: refused as the reset is answered,
         # so that the run records the refusal (before, the bridge exited at start-up and the
@@ -240,13 +241,18 @@ class SimBridge:
                 time.sleep(0.002)
         wanted = [w.topic_name for w in writers if w.topic_name in self._wanted_readers]
         # a reader asked for is waited for longer, to be seen and matched (one matched 1 s
-        # late, on a loaded machine, got no front image of a 10-step run)
-        wall_deadline = time.monotonic() + (WANTED_WAIT_S if wanted else FIRST_MATCH_WAIT_S)
+        # late, on a loaded machine, got no front image of a 10-step run): WANTED_WAIT_S
+        # from the first such wait for all of them, not each (side topics go out before
+        # the frames, and the driver's wait for a frame runs meanwhile)
+        now = time.monotonic()
+        if wanted and self._wanted_deadline is None:
+            self._wanted_deadline = now + WANTED_WAIT_S
+        wall_deadline = self._wanted_deadline if wanted and self._wanted_deadline else now + FIRST_MATCH_WAIT_S
         while any(not foreign_readers(node, topic) for topic in wanted):
             if time.monotonic() >= wall_deadline:
                 node.get_logger().warning(f"{', '.join(wanted)}: the reader of a node not of the run (--wait-for-"
-                                          f"reader) is not in this node's graph after {WANTED_WAIT_S:g} s; "
-                                          "publishing anyway")
+                                          f"reader) is not in this node's graph within {WANTED_WAIT_S:g} s of "
+                                          "step 0's first message; publishing anyway")
                 break
             time.sleep(0.002)
         while True:

@@ -1,6 +1,7 @@
 """A stack's node, as a user's would be: reads /clock and the front camera with default
 QoS (keep last 10, reliable, volatile), writes each stamp it got as "TOPIC NS" lines to
-argv[1] and exits once it has /clock of step argv[2] (or after 60 s)."""
+argv[1] and exits once it has /clock and the front image of step argv[2] (or gives up on
+each after 60 s and 10 s)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def main() -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ("clock", last_ns) not in got:
         rclpy.spin_once(node, timeout_sec=0.1)
-    end = time.monotonic() + 0.5  # the last step's frame
-    while time.monotonic() < end:
+    end = time.monotonic() + 10  # the frames, up to the last step's (large: they may come later)
+    while time.monotonic() < end and ("front", last_ns) not in got:
         rclpy.spin_once(node, timeout_sec=0.05)
     with open(out, "w") as f:
         f.writelines(f"{topic} {ns}\n" for topic, ns in got)

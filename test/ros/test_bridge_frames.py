@@ -165,6 +165,7 @@ def test_a_cameras_first_frame_waits_for_its_readers_but_not_for_one_that_cannot
     that never can (it asks for transient-local, the writer offers volatile) is named and
     not waited for: waited FIRST_MATCH_WAIT_S on each topic in turn, a stack's listener on
     six topics made a torch run's driver give up on step 0's front frame."""
+    from rclpy.duration import Duration
     from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
     from simforge_ros.nodes import sim_bridge
@@ -175,14 +176,19 @@ def test_a_cameras_first_frame_waits_for_its_readers_but_not_for_one_that_cannot
     never = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=1, reliability=ReliabilityPolicy.RELIABLE,
                        durability=DurabilityPolicy.TRANSIENT_LOCAL)
     stubborn = bridge.node.create_subscription(Image, topics.image_topic("left"), lambda _msg: None, never)
-    assert spin_for(5.0, lambda: bridge.node.count_subscribers(topics.image_topic("left")) == 2)
+    # a deadline the writer does not offer (it offers none) cannot match either
+    strict = bridge.node.create_subscription(Image, topics.image_topic("front"), lambda _msg: None,
+                                             QoSProfile(depth=1, deadline=Duration(seconds=0.5)))
+    assert spin_for(5.0, lambda: bridge.node.count_subscribers(topics.image_topic("left")) == 2
+                    and bridge.node.count_subscribers(topics.image_topic("front")) == 2)
     started = time.monotonic()
     assert step(0).ok
     first = time.monotonic() - started
     assert first < 10.0  # not waited for
-    # that one only: the probe's readers (the recorder's QoS) can match, and are waited for
-    assert bridge._unmatchable_said == {(topics.image_topic("left"), "/", bridge.node.get_name())}
+    # those only: the probe's readers (the recorder's QoS) can match, and are waited for
+    assert bridge._unmatchable_said == {(topics.image_topic(c), "/", bridge.node.get_name()) for c in ("left", "front")}
     assert step(1).ok
     assert spin_for(5.0, lambda: len(images) >= 4)
     assert sorted(images) == [("front", 0), ("front", DECISION_US), ("left", 0), ("left", DECISION_US)]
     bridge.node.destroy_subscription(stubborn)
+    bridge.node.destroy_subscription(strict)

@@ -280,3 +280,21 @@ def test_a_signal_while_the_recorder_is_built_leaves_a_run_the_tools_read(tmp_pa
     manifest = manifest_of(result)
     assert manifest["status"] == "refused" and manifest["refusal"]["code"] == "aborted" and manifest["steps"] == 0
     assert simforge("verify", result.run_dir, cwd=tmp_path).returncode == 0
+
+
+def test_a_stop_raised_while_a_class_is_made_is_still_a_stop():
+    """A Ctrl-C while the single layout first imported a node module was raised inside a
+    dataclass's __set_name__, which Python wraps: "RuntimeError: Error calling __set_name__
+    on 'Field' instance 'faults' in 'BridgeConfig'", an unexpected error (exit 1) in a CI
+    run where the run should have been aborted at step -1."""
+    from simforge_ros import runner
+
+    class Fires:
+        def __set_name__(self, owner, name):
+            raise runner._StoppedAtStart
+
+    with pytest.raises(RuntimeError) as wrapped:
+        type("Made", (), {"field": Fires()})
+    assert runner._stopped_at_start(wrapped.value)
+    assert runner._stopped_at_start(runner._StoppedAtStart())
+    assert not runner._stopped_at_start(RuntimeError("another"))

@@ -75,3 +75,16 @@ def test_nodes_given_use_sim_time_by_a_stacks_shared_section_run_the_same_run(tm
     assert "use_sim_time: true" in (Path(sim_time.run_dir) / "params.yaml").read_text()
     assert (sim_time.status, sim_time.refusal) == ("counted", None)
     assert sim_time.chain_digest == plain.chain_digest
+
+
+def test_a_kept_external_runs_parameter_file_awaits_the_driver_of_a_route_run(tmp_path):
+    """recorder.await_driver follows the run's driver whatever the file says: a kept
+    external run's `false`, taken by a route run, let its manifest call its driver external
+    (the recorder stopped waiting for the driver's parameters)."""
+    kept = tmp_path / "external.yaml"
+    kept.write_text("recorder:\n  ros__parameters:\n    await_driver: false\n")
+    out = simforge("run", "right_turn", "--params-file", str(kept), "--steps", "3", "--layout", "single",
+                   "--out", str(tmp_path / "runs"), "--json", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr + out.stdout
+    run_dir = Path(json.loads(out.stdout)["run_dir"])
+    assert "await_driver: true" in (run_dir / "params.yaml").read_text()
