@@ -74,6 +74,7 @@ from simforge_ros.nodes.common import (
     PROGRESS_QOS,
     RECORD_QOS,
     TEARDOWN_S,
+    UNNAMED_NODE,
     WALL_POLL_S,
     RCLError,
     close_nodes,
@@ -126,7 +127,6 @@ RESEND_S = 1.0
 # hears which node it belongs to, a separate announcement: a run refused within a few
 # steps of its start found none named.
 GRAPH_WAIT_S = 1.0
-_UNKNOWN_NODE = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
 # Wall clock: how long a run refused before any recorder was seen (no Finish service, no
 # parameters) waits for one to come before ending without a Finish. It used to send Finish
 # to nobody for participant_timeout_ms (10 s past its own refusal, "sending the request
@@ -936,7 +936,7 @@ class ClockMaster:
             # service too, or, in one CI run, the server with none (manifest: node null)
             names = sorted(info.node_namespace.rstrip("/") + "/" + info.node_name  # one a server: two of one name
                            for info in self.node.get_subscriptions_info_by_topic(requests, no_mangle=True)
-                           if info.node_name and not info.node_name.startswith(_UNKNOWN_NODE))
+                           if info.node_name and not info.node_name.startswith(UNNAMED_NODE))
             if len(names) >= want or time.monotonic() >= wall_deadline:
                 return names
             time.sleep(0.01)  # the graph is updated by rmw's own threads

@@ -705,7 +705,7 @@ RUN_NODES = frozenset({"clock_master", "sim_bridge", "driver", "recorder"})
 """The names of a run's own nodes: a reader of any other node is a stack's (a viewer, a
 perception node) for --wait-for-reader."""
 
-_UNNAMED = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
+UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
 
 
 def foreign_readers(node: Node, topic: str) -> list[str]:
@@ -713,7 +713,7 @@ def foreign_readers(node: Node, topic: str) -> list[str]:
     shows reading ``topic``."""
     return [f"{info.node_namespace.rstrip('/')}/{info.node_name}"
             for info in node.get_subscriptions_info_by_topic(topic)
-            if info.node_name and not info.node_name.startswith(_UNNAMED)
+            if info.node_name and not info.node_name.startswith(UNNAMED_NODE)
             and not (info.node_namespace == "/" and info.node_name in RUN_NODES)]
 
 
