@@ -1,6 +1,6 @@
-"""A stack's node, as a user's would be: reads /clock and the front camera with default
-QoS (keep last 10, reliable, volatile), writes each stamp it got as "TOPIC NS" lines to
-argv[1] and exits once it has /clock and the front image of step argv[2] (or gives up on
+"""A stack's node, as a user's would be: reads /clock and the front camera's camera_info
+with default QoS (keep last 10, reliable, volatile), writes each stamp it got as "TOPIC NS" lines to
+argv[1] and exits once it has /clock and the front camera_info of step argv[2] (or gives up on
 each after 60 s and 10 s)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import rclpy
 from rosgraph_msgs.msg import Clock
-from sensor_msgs.msg import Image
+from sensor_msgs.msg import CameraInfo
 
 
 def main() -> int:
@@ -20,13 +20,13 @@ def main() -> int:
     got: list[tuple[str, int]] = []
     node.create_subscription(Clock, "/clock", lambda m: got.append(("clock", m.clock.sec * 10**9 + m.clock.nanosec)),
                              10)
-    node.create_subscription(Image, "/simforge/camera/front/image_raw",
+    node.create_subscription(CameraInfo, "/simforge/camera/front/camera_info",
                              lambda m: got.append(("front", m.header.stamp.sec * 10**9 + m.header.stamp.nanosec)), 10)
     print("up", flush=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and ("clock", last_ns) not in got:
         rclpy.spin_once(node, timeout_sec=0.1)
-    end = time.monotonic() + 10  # the frames, up to the last step's (large: they may come later)
+    end = time.monotonic() + 10  # the camera's, up to the last step's
     while time.monotonic() < end and ("front", last_ns) not in got:
         rclpy.spin_once(node, timeout_sec=0.05)
     with open(out, "w") as f:
