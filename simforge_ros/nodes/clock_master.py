@@ -798,11 +798,15 @@ class ClockMaster:
             self._keep_up_with_recorder(timing.step)
 
     def _wait_recorded(self) -> None:
-        """Return once the recorder has every record published so far (or the wait ran out).
+        """Return once every matched reader has every record published so far (or the wait
+        ran out).
 
         A topic and a service are not ordered with each other: without this, the Finish
         request could overtake a refused step's /clock and state, which belong to no
         complete step and so are not waited for, and they would be missing from the bag.
+        A stack's reader of --wait-for-reader is waited for as well, the run recorded or
+        not: one that has not yet matched this writer from its side asks again for what it
+        dropped, and only a writer still there can send it (SimBridge._deliver_wanted).
         """
         wall_deadline = time.monotonic() + ACKED_WAIT_S  # one budget for all (a dead recorder acks nothing)
         for publisher in self._record_publishers():
@@ -967,8 +971,8 @@ class ClockMaster:
             self._flush()  # the last step's records (or a refused run's last /clock and state)
         except Refusal as err:
             refusal = refusal or err
-        if self.config.record and not self._recorder.gone():
-            self._wait_recorded()
+        if (self.config.record and not self._recorder.gone()) or self._wanted_readers:
+            self._wait_recorded()  # a stack's readers (--wait-for-reader) too, recorded or not
         chain = ""
         finish_start = time.perf_counter_ns()
         if self.config.record and refusal is not None and not self._recorder_seen():

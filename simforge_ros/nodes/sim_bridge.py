@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from nav_msgs.msg import Odometry
+from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
@@ -73,6 +74,9 @@ DRIVER_SEEN_WAIT_S = 3.5
 # this node's graph (the clock master saw it before step 0; this node's discovery lags) and
 # to match its writer: below the drivers' 5 s wait for a frame
 WANTED_WAIT_S = 4.0
+# Wall clock: how long the bridge, at its end, waits for the readers of --wait-for-reader
+# topics to acknowledge what it sent them (SimBridge._deliver_wanted)
+WANTED_ACKED_WAIT_S = 2.0
 
 
 class SimBridge:
@@ -178,7 +182,33 @@ class SimBridge:
     def close(self, _why: str = "") -> None:
         """Give the simulator back what the run took (CARLA: its actors, and its settings:
         a server left synchronous waits for a tick no one sends)."""
-        self._backend.close()
+        try:
+            self._deliver_wanted()
+        finally:
+            self._backend.close()
+
+    def _deliver_wanted(self) -> None:
+        """Before the node goes away: wait (at most WANTED_ACKED_WAIT_S, one budget) until
+        every reader of a --wait-for-reader topic has acknowledged what was sent to it.
+
+        The bridge sees its writer match a reader before the reader's side has matched the
+        writer (each participant learns of the other's endpoints on its own); a reliable
+        reader that has not yet matched drops what it is sent and asks for it again once it
+        has, from a writer that must still be there. A 10-step run lasts 0.1 s: a stack's
+        listener got every /clock (the clock master waits for its readers' acknowledgements
+        before Finish) and, about one test loop in eight on a loaded machine, nothing at all
+        of a bridge topic; the bridge leaving first is the likely cause (not reproduced on
+        demand).
+        """
+        writers = [w for w in self.node.publishers if w.topic_name in self._wanted_readers]
+        deadline = time.monotonic() + WANTED_ACKED_WAIT_S
+        for writer in writers:
+            left_ns = max(0, int((deadline - time.monotonic()) * 1e9))
+            if not writer.wait_for_all_acked(Duration(nanoseconds=left_ns)):
+                self.node.get_logger().warning(
+                    f"{writer.topic_name}: not acknowledged within {WANTED_ACKED_WAIT_S:g} s by every reader matched "
+                    f"({writer.get_subscription_count()}): a reader that is stopped, gone or not taking messages "
+                    "may have missed some")
 
     def _on_final(self, _status: Any) -> None:
         self._publish_due()
