@@ -118,6 +118,14 @@ def _is_real(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _said(name: str, value: int) -> str:
+    """``name=value`` with the value in seconds too: a parameter given as ``<name>_s`` was
+    named only by its ``_us`` twin (camera_period_s: 0.25 said "camera_period_us=250000")."""
+    if value <= 0:
+        return f"{name}={value}"
+    return f"{name}={value} ({f'{value / 1e6:.6f}'.rstrip('0').rstrip('.')} s)"
+
+
 def build_contract(
     *,
     decision_us: int,
@@ -175,38 +183,29 @@ def build_contract(
         raise ConfigError(problems)
 
     rules: list[str] = []
+    d, t = _said("decision_us", decision_us), _said("tick_us", tick_us)
     if decision_us <= 0:
-        rules.append(f"decision_us={decision_us} must be > 0")
+        rules.append(f"{d} must be > 0")
     if tick_us <= 0:
-        rules.append(f"tick_us={tick_us} must be > 0")
+        rules.append(f"{t} must be > 0")
     if decision_us > 0 and tick_us > 0 and decision_us % tick_us:
-        rules.append(
-            f"tick_us={tick_us} must divide decision_us={decision_us} "
-            f"(remainder {decision_us % tick_us})"
-        )
+        rules.append(f"{t} must divide {d}: remainder {decision_us % tick_us} us")
     if decision_us > 0:
         if camera_period_us < 0:
-            rules.append(f"camera_period_us={camera_period_us} must be >= 0 (0 = every step)")
+            rules.append(f"{_said('camera_period_us', camera_period_us)} must be >= 0 (0 = every step)")
         elif camera_period_us % decision_us:
-            rules.append(
-                f"camera_period_us={camera_period_us} must be a multiple of "
-                f"decision_us={decision_us} (remainder {camera_period_us % decision_us})"
-            )
+            rules.append(f"{_said('camera_period_us', camera_period_us)} must be a multiple of {d}: "
+                         f"remainder {camera_period_us % decision_us} us")
         if latency_us < 0:
-            rules.append(f"latency_us={latency_us} must be >= 0")
+            rules.append(f"{_said('latency_us', latency_us)} must be >= 0")
         elif latency_us % decision_us:
-            rules.append(
-                f"latency_us={latency_us} must be a multiple of decision_us={decision_us} "
-                f"(remainder {latency_us % decision_us})"
-            )
+            rules.append(f"{_said('latency_us', latency_us)} must be a multiple of {d}: "
+                         f"remainder {latency_us % decision_us} us")
         for name, value in extras.items():
             if value <= 0:
-                rules.append(f"{name}={value} must be > 0 and a multiple of decision_us={decision_us}")
+                rules.append(f"{_said(name, value)} must be > 0 and a multiple of {d}")
             elif value % decision_us:
-                rules.append(
-                    f"{name}={value} must be a multiple of decision_us={decision_us} "
-                    f"(remainder {value % decision_us})"
-                )
+                rules.append(f"{_said(name, value)} must be a multiple of {d}: remainder {value % decision_us} us")
     if rules:
         raise RateNotMultiple(-1, "; ".join(rules))
 

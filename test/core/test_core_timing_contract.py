@@ -78,6 +78,17 @@ def test_reports_every_rate_problem_at_once() -> None:
     assert detail.count(";") == 4
 
 
+def test_a_period_is_said_in_seconds_too() -> None:
+    # a bridge given camera_period_s: 0.25 was refused naming only "camera_period_us=250000"
+    with pytest.raises(RateNotMultiple) as info:
+        build_contract(decision_us=100_000, tick_us=10_000, camera_period_us=250_000,
+                       extra_periods={"driver.planning_period_us": 1_234_567})
+    assert info.value.detail == (
+        "camera_period_us=250000 (0.25 s) must be a multiple of decision_us=100000 (0.1 s): remainder 50000 us; "
+        "driver.planning_period_us=1234567 (1.234567 s) must be a multiple of decision_us=100000 (0.1 s): "
+        "remainder 34567 us")
+
+
 def test_refuses_non_positive_periods() -> None:
     with pytest.raises(RateNotMultiple) as info:
         build_contract(decision_us=0, tick_us=-5)
