@@ -61,6 +61,7 @@ from simforge_ros.core.yaml_file import load_rcl_value
 from simforge_ros.runner import (
     DRIVERS,
     EXTERNAL,
+    RUN_PARAMETERS,
     SPEC_PARAMS,
     STOP_SIGNALS,
     SURROUND,
@@ -289,6 +290,22 @@ def _check_file_faults(path: str, field: str, specs: list[str]) -> None:
         raise ConfigError([Problem(path, field, p.expected, p.got) for p in err.problems]) from None
 
 
+def _file_fields(options: Mapping[str, Any], file_sets: Mapping[str, Mapping[str, Any]], args: argparse.Namespace,
+                 given_sets: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """The ``node.name`` fields whose run value is the --params-file's: a value checked
+    with the others (runner.node_params: the cameras' frames, the steps' span, the topics
+    waited for) was named as the "run parameters'", though only the file held it."""
+    fields = {f"{node}.{name}" for node, values in file_sets.items() for name in values}
+    fields |= {f"{node}.{name}" for node, names in SPEC_PARAMS.items() for name, option in names.items()
+               if option in options}
+    flags = {"clock_master.steps": args.steps, "clock_master.seed": args.seed,
+             "clock_master.latency_us": args.latency_ms, "clock_master.real_time_factor": args.real_time_factor,
+             "clock_master.hold_at_step": args.hold_at_step, "clock_master.wait_for_readers": args.wait_for_reader,
+             "sim_bridge.wait_for_readers": args.wait_for_reader}
+    return (fields - {f"{node}.{name}" for node, values in given_sets.items() for name in values}
+            - {field for field, value in flags.items() if value is not None and value != []})
+
+
 def _merged_sets(base: dict[str, dict[str, Any]], over: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``over`` on top of ``base``; a period ``over`` gives in one unit replaces ``base``'s
     in the other (both units in ``over`` itself stay, for params.validate to refuse)."""
@@ -400,9 +417,12 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         node_params(spec_of(new_run_id(scenario, seed, 0)))  # every parameter checked before --out is made
-    except ConfigError as err:  # a fault the file gave is named as the file's
+    except ConfigError as err:  # a fault or a value the file gave is named as the file's
+        from_file = _file_fields(options, file_sets, args, given_sets) if args.params_file else set()
         raise ConfigError([Problem(args.params_file, "faults", p.expected, p.got)
                            if p.source == "--inject" and p.field in file_faults and p.field not in args.inject
+                           else Problem(args.params_file, p.field, p.expected, p.got)
+                           if p.source == RUN_PARAMETERS and p.field in from_file
                            else p for p in err.problems]) from None
     from simforge_ros.params import unread_by_policy
 

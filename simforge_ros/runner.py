@@ -158,6 +158,10 @@ SPEC_PARAMS: dict[str, dict[str, str]] = {
 }
 
 
+RUN_PARAMETERS = "run parameters"
+"""The source named by a problem of the run's parameters checked together (node_params)."""
+
+
 def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
     """Every node's parameters for this run: the spec's choices, then --set overrides.
 
@@ -204,13 +208,13 @@ def node_params(spec: RunSpec) -> dict[str, dict[str, Any]]:
             if name.endswith("_s"):
                 params[node].pop(name[:-2] + "_us", None)  # seconds replace a default in us
             params[node][name] = value
-    checked = validate(params, "run parameters")
-    problems = frame_problems(checked["sim_bridge"], "run parameters")
+    checked = validate(params, RUN_PARAMETERS)
+    problems = frame_problems(checked["sim_bridge"], RUN_PARAMETERS)
     if problems:
         raise ConfigError(problems)
-    check_frame_wait(checked, "run parameters")
-    check_run_span(checked, "run parameters")
-    check_wanted_readers(checked, "run parameters")
+    check_frame_wait(checked, RUN_PARAMETERS)
+    check_run_span(checked, RUN_PARAMETERS)
+    check_wanted_readers(checked, RUN_PARAMETERS)
     check_camera_faults(checked, plan)
     return checked
 
@@ -477,7 +481,7 @@ def _check_memory(params: Mapping[str, Mapping[str, Any]]) -> None:
     available = available_memory()
     if available is not None and need > available:
         raise ConfigError.single(
-            "run parameters", "sim_bridge.width x height",
+            RUN_PARAMETERS, "sim_bridge.width x height",
             f"images the machine's memory can draw ({len(cameras)} cameras at {width}x{height} take about "
             f"{megabytes(need)}; {megabytes(available)} available: fewer cameras or smaller images)",
             f"{width}x{height}")

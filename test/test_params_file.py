@@ -657,3 +657,29 @@ def test_wait_for_reader_is_handed_to_both_nodes_that_publish(tmp_path, capsys):
     code = cli.main(["run", "right_turn", "--wait-for-reader", "/simforge/odom", "--set", "sim_bridge.odometry=true",
                      "--out", str(blocker / "runs")])
     assert code == 2 and "--out" in capsys.readouterr().err  # past the parameters' checks
+
+
+def test_a_value_checked_with_the_others_is_named_as_the_file_s_when_the_file_gave_it(tmp_path, capsys):
+    """A problem found with the run's parameters together (the topics waited for, the span
+    of the steps) names the --params-file when only the file gave the value; the command
+    line's own value stays "run parameters"."""
+    path = _write(tmp_path, """
+clock_master:
+  ros__parameters:
+    wait_for_readers: ["/clok"]
+    steps: 5
+    hold_at_step: 9
+sim_bridge:
+  ros__parameters:
+    wait_for_readers: ["/clok"]
+""")
+    def said(*args: str) -> str:
+        assert cli.main(["run", "right_turn", "--params-file", str(path), *args, "--out", str(tmp_path / "runs")]) == 2
+        return capsys.readouterr().err
+
+    hold = "clock_master.hold_at_step: expected a step of the run (0 to 4"
+    assert f"simforge: {path}: {hold}" in said()
+    assert f"simforge: run parameters: {hold}" in said("--hold-at-step", "7")
+    topic = "clock_master.wait_for_readers: expected a topic this run publishes"
+    assert f"simforge: {path}: {topic}" in said("--hold-at-step", "2")
+    assert f"simforge: run parameters: {topic}" in said("--hold-at-step", "2", "--wait-for-reader", "/clok")
