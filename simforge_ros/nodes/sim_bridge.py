@@ -261,6 +261,9 @@ class SimBridge:
         node = self.node
         if not self._driver_awaited:  # once for the bridge: each topic waiting again added up past 10 s
             self._driver_awaited = True
+            # the wanted readers' deadline counts from here, this wait included: after it,
+            # 3.5 + 4 s could outlast the driver's 5 s wait for step 0's frames
+            self._wanted_deadline = time.monotonic() + WANTED_WAIT_S
             seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
             requests = topics.requests_topic(topics.DECIDE_SERVICE)
             while not node.get_subscriptions_info_by_topic(requests, no_mangle=True):
@@ -272,11 +275,9 @@ class SimBridge:
         wanted = [w.topic_name for w in writers if w.topic_name in self._wanted_readers]
         # a reader asked for is waited for longer, to be seen and matched (one matched 1 s
         # late, on a loaded machine, got no front image of a 10-step run): WANTED_WAIT_S
-        # from the first such wait for all of them, not each (side topics go out before
+        # from the first wait of all, for all of them, not each (side topics go out before
         # the frames, and the driver's wait for a frame runs meanwhile)
         now = time.monotonic()
-        if wanted and self._wanted_deadline is None:
-            self._wanted_deadline = now + WANTED_WAIT_S
         wall_deadline = self._wanted_deadline if wanted and self._wanted_deadline else now + FIRST_MATCH_WAIT_S
         while any(not foreign_readers(node, topic) for topic in wanted):
             if time.monotonic() >= wall_deadline:

@@ -192,3 +192,22 @@ def test_a_cameras_first_frame_waits_for_its_readers_but_not_for_one_that_cannot
     assert sorted(images) == [("front", 0), ("front", DECISION_US), ("left", 0), ("left", DECISION_US)]
     bridge.node.destroy_subscription(stubborn)
     bridge.node.destroy_subscription(strict)
+
+
+@pytest.mark.parametrize("bridge_and_probe", [False], ids=["before"], indirect=True)
+def test_a_wanted_reader_never_seen_is_waited_for_from_the_first_wait_of_all(bridge_and_probe, monkeypatch):
+    """--wait-for-reader: the bridge's wait for a stack's reader (WANTED_WAIT_S, 4 s) counts
+    from its first wait, the one for the driver's Decide reader (DRIVER_SEEN_WAIT_S)
+    included. Counted after it, the two made 7.5 s, past the torch driver's 5 s wait for
+    step 0's frames."""
+    from simforge_ros.nodes import sim_bridge
+
+    monkeypatch.setattr(sim_bridge, "DRIVER_SEEN_WAIT_S", 3.0)  # no driver here: waited out
+    monkeypatch.setattr(sim_bridge, "foreign_readers", lambda _node, _topic: [])  # no stack's reader ever
+    bridge, step = bridge_and_probe[:2]
+    bridge._wanted_readers = frozenset({topics.image_topic("front")})
+    started = time.monotonic()
+    assert step(0).ok  # drawn and published before the answer: the waits are in it
+    took = time.monotonic() - started
+    # about 4 s; 7 s when counted after the driver's wait
+    assert sim_bridge.WANTED_WAIT_S - 0.1 <= took < sim_bridge.WANTED_WAIT_S + 2.0, took
