@@ -394,6 +394,7 @@ class CarlaBackend:
             except RuntimeError as err:  # CARLA 0.10 refuses some listed walkers ("invalid actor description")
                 raise ParticipantError(-1, f"carla: the scenario's {actor.kind} {actor.id!r} could not be spawned "
                                            f"as {actor_bp.id} at its start pose ({err})") from None
+            self._spawned.append(spawned)  # destroyed at close() even if a call below fails (a time-out)
             spawned.set_simulate_physics(False)
             # CARLA 0.10 keeps a physics-off vehicle's collision (ACarlaWheeledVehicle::
             # SetSimulatePhysics), so a scripted actor moved onto the ego would push it, with
@@ -403,7 +404,6 @@ class CarlaBackend:
             actor_box = spawned.bounding_box  # its origin above the box's bottom: a walker's is halfway up
             z = ground_z + float(actor_box.extent.z) - float(actor_box.location.z)
             spawned.set_transform(self._transform(x, y, z, yaw))
-            self._spawned.append(spawned)
             self._actors.append(spawned)
             self._actor_z.append(z)
         # a run that crashed with signals left every light frozen (close() never ran): each run

@@ -3,8 +3,10 @@
 A scenario for the carla backend is written in its town's coordinates mirrored into the
 map frame (x, -y, -yaw), with each signal at a traffic light's pole. Reading those off
 CARLA by hand means converting every number; this lists the town's spawn points and
-traffic lights already converted, as the scenario file writes them. It only reads: the
-world's settings, actors and lights are left as they are (``--town`` loads that map first).
+traffic lights already converted, as the scenario file writes them. Without ``--town`` it
+only reads: the world's settings, actors and lights are left as they are. ``--town`` loads
+that map first, and CARLA's load_world gives the server its default settings back and
+destroys every actor: not against a server another client is running a session on.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="localhost", help="the server's host (sim_bridge.carla_host)")
     parser.add_argument("--port", type=int, default=2000, help="its RPC port (sim_bridge.carla_port)")
     parser.add_argument("--timeout-ms", type=int, default=10_000, help="wall-clock limit of each server call")
-    parser.add_argument("--town", default="", help="load this map first (sim_bridge.carla_town); "
-                                                   "default: the one the server has loaded")
+    parser.add_argument("--town", default="", help="load this map first (sim_bridge.carla_town), which resets "
+                                                   "the server's settings and destroys every actor; default: "
+                                                   "the one the server has loaded, only read")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 

@@ -555,3 +555,19 @@ def test_lights_a_crashed_run_left_frozen_cycle_again_in_the_next_run(carla):
     b.load(0)
     assert not any(light.is_frozen() for light in lights)
     b.close()
+
+
+def test_a_scripted_actor_whose_setting_up_fails_is_still_destroyed_at_close(carla, monkeypatch):
+    """An actor was counted as the run's only once set up: a time-out between its spawn and
+    its last setting (physics, collisions, pose) left it standing in the town, in the next
+    run's images and physics."""
+    def timed_out(self: Any, enabled: bool = True) -> None:
+        raise RuntimeError("time-out of 10000ms while waiting for the simulator")
+
+    monkeypatch.setattr(carla.Actor, "set_collisions", timed_out)
+    b = backend(cameras=())
+    with pytest.raises(ParticipantError, match="carla: RuntimeError: time-out"):
+        b.load(0)
+    b.close()
+    world = carla.Client().get_world()
+    assert [a.type_id for a in world.get_actors()] == ["traffic.traffic_light"] * 3  # the town's own
