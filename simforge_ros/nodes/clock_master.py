@@ -92,6 +92,7 @@ from simforge_ros.nodes.common import (
     spin_future,
     spin_until,
     start_rclpy,
+    unacknowledged,
     watch_node_params,
 )
 from simforge_ros.process_tuning import (
@@ -808,16 +809,13 @@ class ClockMaster:
         not: one that has not yet matched this writer from its side asks again for what it
         dropped, and only a writer still there can send it (SimBridge._deliver_wanted).
         """
-        wall_deadline = time.monotonic() + ACKED_WAIT_S  # one budget for all (a dead recorder acks nothing)
-        for publisher in self._record_publishers():
-            left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
-            if not publisher.wait_for_all_acked(Duration(nanoseconds=left_ns)):
-                # every matched reader is waited for, a stack's too: one stopped or killed
-                # (matched until its liveliness lapses) was read as the recorder's fault
-                self.node.get_logger().warning(
-                    f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s by every reader matched "
-                    f"({publisher.get_subscription_count()}: the recorder's, and any other node's that is "
-                    "stopped, gone or not taking messages)")
+        for publisher in unacknowledged(self._record_publishers(), ACKED_WAIT_S):
+            # every matched reader is waited for, a stack's too: one stopped or killed
+            # (matched until its liveliness lapses) was read as the recorder's fault
+            self.node.get_logger().warning(
+                f"{publisher.topic_name}: not acknowledged within {ACKED_WAIT_S:g} s by every reader matched "
+                f"({publisher.get_subscription_count()}: the recorder's, and any other node's that is "
+                "stopped, gone or not taking messages)")
 
     def deliver_status(self) -> bool:
         """Wait (at most STATUS_ACKED_WAIT_S) until every reader has the final status. A

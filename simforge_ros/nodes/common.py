@@ -20,6 +20,7 @@ from typing import Any
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.clock import Clock, ClockType
+from rclpy.duration import Duration
 from rclpy.exceptions import InvalidParameterTypeException, ParameterUninitializedException
 from rclpy.executors import Executor
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
@@ -706,6 +707,20 @@ RUN_NODES = frozenset({"clock_master", "sim_bridge", "driver", "recorder"})
 perception node) for --wait-for-reader."""
 
 UNNAMED_NODE = "_NODE_NAME_UNKNOWN_"  # an endpoint's node before the graph has heard which it is
+
+
+def unacknowledged(writers: Iterable[Any], wait_s: float) -> list[Any]:
+    """The ``writers`` whose matched readers have not all acknowledged what was sent them
+    within ``wait_s`` (wall clock, one budget for all: a dead or stopped reader
+    acknowledges nothing). A node about to go away waits here: a reliable reader that
+    missed a message asks for it again, and only a writer still there can send it."""
+    wall_deadline = time.monotonic() + wait_s
+    late = []
+    for writer in writers:
+        left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
+        if not writer.wait_for_all_acked(Duration(nanoseconds=left_ns)):
+            late.append(writer)
+    return late
 
 
 def foreign_readers(node: Node, topic: str) -> list[str]:

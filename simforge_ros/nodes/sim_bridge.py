@@ -20,7 +20,6 @@ from typing import Any
 
 import numpy as np
 from nav_msgs.msg import Odometry
-from rclpy.duration import Duration
 from rclpy.node import Node
 from sensor_msgs.msg import CameraInfo, Image
 from tf2_msgs.msg import TFMessage
@@ -56,6 +55,7 @@ from simforge_ros.nodes.common import (
     refuse,
     run_participant,
     stall_forever,
+    unacknowledged,
     unexpected,
     watch_run_status,
 )
@@ -201,14 +201,11 @@ class SimBridge:
         demand).
         """
         writers = [w for w in self.node.publishers if w.topic_name in self._wanted_readers]
-        deadline = time.monotonic() + WANTED_ACKED_WAIT_S
-        for writer in writers:
-            left_ns = max(0, int((deadline - time.monotonic()) * 1e9))
-            if not writer.wait_for_all_acked(Duration(nanoseconds=left_ns)):
-                self.node.get_logger().warning(
-                    f"{writer.topic_name}: not acknowledged within {WANTED_ACKED_WAIT_S:g} s by every reader matched "
-                    f"({writer.get_subscription_count()}): a reader that is stopped, gone or not taking messages "
-                    "may have missed some")
+        for writer in unacknowledged(writers, WANTED_ACKED_WAIT_S):
+            self.node.get_logger().warning(
+                f"{writer.topic_name}: not acknowledged within {WANTED_ACKED_WAIT_S:g} s by every reader matched "
+                f"({writer.get_subscription_count()}): a reader that is stopped, gone or not taking messages "
+                "may have missed some")
 
     def _on_final(self, _status: Any) -> None:
         self._publish_due()

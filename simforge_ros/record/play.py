@@ -272,12 +272,9 @@ class Player:
 
     def _wait_acked(self) -> None:
         """Let reliable readers have the last messages before the node goes away."""
-        from rclpy.duration import Duration
+        from simforge_ros.nodes.common import unacknowledged
 
-        wall_deadline = time.monotonic() + _ACK_WAIT_S
-        for publisher in self.publishers.values():
-            left_ns = max(0, int((wall_deadline - time.monotonic()) * 1e9))
-            publisher.wait_for_all_acked(Duration(nanoseconds=left_ns))
+        unacknowledged(self.publishers.values(), _ACK_WAIT_S)
 
 
 MIN_RATE = 1e-3
