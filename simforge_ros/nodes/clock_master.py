@@ -972,6 +972,7 @@ class ClockMaster:
         if (self.config.record and not self._recorder.gone()) or self._wanted_readers:
             self._wait_recorded()  # a stack's readers (--wait-for-reader) too, recorded or not
         chain = ""
+        recorded: int | None = None  # the steps the recorder's Finish answer says it chained
         finish_start = time.perf_counter_ns()
         if self.config.record and refusal is not None and not self._recorder_seen():
             self.node.get_logger().warning(
@@ -993,16 +994,22 @@ class ClockMaster:
                 response = self._call(self._recorder, request, progress.steps_done, self.config.participant_timeout_s,
                                       first=True, interruptible=False)
                 chain = response.chain_digest
+                recorded = int(response.steps_recorded)
                 if refusal is None and not response.counted:
-                    refusal = IncompleteRun(progress.steps_done, f"recorder: {response.detail}")
+                    refusal = IncompleteRun(recorded, f"recorder: {response.detail}")  # where its manifest says
             except Refusal as err:
                 if refusal is None:
                     refusal = err
         state = "refused" if refusal is not None else "counted"
-        self._publish_status(state, progress.steps_done, refusal)
+        # A refused run's steps are those its record holds: a bridge killed between answering
+        # a step and drawing its frames left that step unrecorded, and the final status said
+        # one step more than the manifest (`simforge verify` then failed the run's own bag)
+        steps_done = progress.steps_done if refusal is None or recorded is None else min(progress.steps_done,
+                                                                                         recorded)
+        self._publish_status(state, steps_done, refusal)
         wall = wall_summary(self._cycles_ns, time.perf_counter_ns() - finish_start,
                             self._pauses, self._pause_ns, self._pacer.waited_ns, self._held_ns)
-        return RunOutcome(state, refusal, progress.steps_done, chain, wall)
+        return RunOutcome(state, refusal, steps_done, chain, wall)
 
 
     def _recorder_seen(self) -> bool:

@@ -52,6 +52,7 @@ from simforge_ros.nodes.common import (
     die_now,
     losing_answer,
     node_faults,
+    process_alive,
     publish_node_params,
     run_participant,
     stall_forever,
@@ -83,6 +84,9 @@ from simforge_ros.srv import Finish
 
 NAME = "recorder"
 _INFO_GRACE_S = 1.0
+# Wall clock: how long Finish still waits for a step's messages once the bridge's process
+# is gone (what it wrote before it died is already on its way, or lost)
+_LOST_WRITER_GRACE_S = 0.5
 # Wall clock: how long Finish waits for a node's latched parameters still due (_params_due).
 _PARAMS_GRACE_S = 3.0
 BACKEND = "sim_bridge/backend"  # what the bridge's backend is (sim_bridge: published at the reset)
@@ -601,9 +605,18 @@ class Recorder:
         wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
         wall_info_deadline: float | None = None
         wall_params_deadline: float | None = None
+        gone_at: float | None = None  # wall clock: when the bridge's process was seen gone
         while time.monotonic() < wall_deadline and self._failure is None:  # failed: nothing more comes
             if self.assembler.steps_done < expected:
-                pass
+                # a bridge killed between answering a step and drawing its frames never
+                # sends them: Finish waited out finish_timeout_ms (10 s) for it
+                if gone_at is None and (gone := _bridge_gone(request.participants)) is not None:
+                    gone_at = time.monotonic()
+                    self.node.get_logger().warning(
+                        f"{gone}: step {self.assembler.steps_done}'s messages are waited for "
+                        f"{_LOST_WRITER_GRACE_S:g} s more, not {self._values['finish_timeout_ms']} ms")
+                if gone_at is not None and time.monotonic() >= gone_at + _LOST_WRITER_GRACE_S:
+                    break
             elif self._side_behind():
                 # camera_info is not part of a step record, but the bag must hold every
                 # one published with a recorded image: give the late ones a moment
@@ -726,6 +739,15 @@ class Recorder:
             self._write(self._values["run_id"], False,
                         refusal or {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
                         self.assembler.steps_done)
+
+
+def _bridge_gone(participants: Any) -> str | None:
+    """"sim_bridge (pid N) is gone" when the run's bridge was a process of this host
+    (pid_watched) that is no longer running; else None."""
+    for p in participants:
+        if p.role == "sim_bridge" and p.pid_watched and p.pid > 0 and not process_alive(int(p.pid)):
+            return f"sim_bridge (pid {p.pid}) is gone"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
