@@ -439,8 +439,8 @@ def _ended(run: Path) -> dict[str, Any]:
         if manifest is not None or bag_finished:
             # salvage rebuilds a killed recorder's record; a finished run's damaged bag is
             # told by verify, and rerun records the run again
-            raise RunDirError(manifest_path, "present: the run was finished, nothing to salvage (`simforge verify` "
-                                             "checks its bag; `simforge rerun` records it again)")
+            raise RunDirError(manifest_path, "present: the recorder wrote the run's record, nothing to salvage "
+                                             "(`simforge verify` checks its bag; `simforge rerun` records it again)")
         # an unreadable manifest beside an unfinished bag (written in one piece, it was
         # damaged after): neither verify nor salvage took the run
         why = "its manifest.json was unreadable and its bag unfinished"

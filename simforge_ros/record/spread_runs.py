@@ -101,8 +101,8 @@ def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] 
     lengths = "" if len(set(result.lengths)) == 1 else f" (recorded: {', '.join(map(str, result.lengths))})"
     lines = [f"{result.runs} runs of {runs[0].manifest['scenario']}, {result.common} steps in common{lengths}"]
     if apart:
-        lines.append("the common steps are the same in every run" + ("" if result.identical else
-                                                                       ", and the runs' lengths differ"))
+        lines.append("no step in common" if result.common == 0 else "the common steps are the same in every run"
+                     + ("" if result.identical else ", and the runs' lengths differ"))
         lines += apart
     elif result.identical and result.common == 0:  # "the noise floor is 0" of no step said nothing
         lines.append("no step in common: no noise floor to give (the runs ended alike before any step)")

@@ -124,3 +124,23 @@ def test_runs_with_no_step_in_common_give_no_noise_floor(make_run, capsys):
     out = capsys.readouterr().out
     assert "0 steps in common" in out and "no step in common: no noise floor to give" in out
     assert "the noise floor is 0" not in out
+
+
+def test_a_run_stopped_before_step_0_beside_a_counted_one_is_said_to_have_no_step(make_run, capsys):
+    """A --repeat interrupted before its second run's step 0: spread said "the common steps
+    are the same in every run" of no step, and called what step 0 records (the engine's
+    digests, the bridge's backend), missing from the stopped run, a different setup."""
+    counted, stopped = make_run("counted", steps=20), make_run("stopped", steps=20, refuse_at=0)
+    for run, engine, backend in ((counted, "2abb74bbc3263b27", {"params": {"engine_sha256": "2abb"}}),
+                                 (stopped, None, None)):
+        manifest = json.loads((run / "manifest.json").read_text())
+        manifest.setdefault("digests", {})["engine"] = engine
+        manifest.setdefault("nodes", {}).pop("sim_bridge/backend", None)
+        if backend is not None:
+            manifest["nodes"]["sim_bridge/backend"] = backend
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    assert main([str(counted), str(stopped)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1:3] == ["no step in common", "the runs ended differently: counted, "
+                                             "refused:participant_timeout at step 0"], out
+    assert not any("engine" in line or "backend" in line for line in out), out

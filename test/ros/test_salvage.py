@@ -219,8 +219,8 @@ def test_a_finished_run_is_not_salvaged_and_is_told_what_checks_and_remakes_it(f
     shutil.copytree(finished, run)
     (run / "bag" / "bag.mcap").write_bytes((run / "bag" / "bag.mcap").read_bytes()[:5000])
     said = _refused(run, code=2)
-    assert said == (f"simforge salvage: {run / 'manifest.json'}: present: the run was finished, nothing to salvage "
-                    "(`simforge verify` checks its bag; `simforge rerun` records it again)\n")
+    assert said == (f"simforge salvage: {run / 'manifest.json'}: present: the recorder wrote the run's record, "
+                    "nothing to salvage (`simforge verify` checks its bag; `simforge rerun` records it again)\n")
 
 
 def test_a_damaged_manifest_beside_an_unfinished_bag_is_salvaged(killed):
