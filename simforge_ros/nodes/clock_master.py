@@ -517,9 +517,12 @@ class ClockMaster:
                 _cancel(sent)
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
             if now >= wall_resend:
+                # Finish is answered once the record is complete: late messages are waited for
+                also = (", or the recorder is still waiting for a step's messages (recorder.finish_timeout_ms)"
+                        if peer is self._recorder else "")
                 self.node.get_logger().warning(
                     f"no answer from {peer.who} within {resend_s:g} s (step {step}): sending the request again "
-                    "(an answer can be lost while discovery is still matching the service)")
+                    f"(an answer can be lost while discovery is still matching the service{also})")
                 future = peer.client.call_async(request)
                 sent.append(future)
                 resend_s *= 2
