@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from simforge_ros.core.errors import (
     ConfigError,
@@ -123,7 +124,7 @@ def _said(name: str, value: int) -> str:
     named only by its ``_us`` twin (camera_period_s: 0.25 said "camera_period_us=250000")."""
     if value <= 0:
         return f"{name}={value}"
-    return f"{name}={value} ({f'{value / 1e6:.6f}'.rstrip('0').rstrip('.')} s)"
+    return f"{name}={value} ({f'{Decimal(value).scaleb(-6):f}'.rstrip('0').rstrip('.')} s)"  # exact, any size
 
 
 def build_contract(

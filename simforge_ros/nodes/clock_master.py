@@ -379,6 +379,9 @@ class ClockMaster:
         self._pause_ns = 0
         self._progress_sub = self.node.create_subscription(UInt64, topics.RECORDED, self._on_recorded, PROGRESS_QOS)
         self._recorder_failure: str | None = None
+        # the recorder's own wait for late messages before it answers Finish, from its
+        # parameters (_on_params): the Finish call outwaits it
+        self._recorder_finish_s = 0.0
         self._failure_sub = self.node.create_subscription(
             String, topics.RECORDER_FAILURE, self._on_recorder_failure, LATCHED_QOS)
         self._watch_at = 0.0  # time.monotonic() of the next look at the recorder's process
@@ -403,6 +406,9 @@ class ClockMaster:
     def _on_params(self, info: dict[str, Any]) -> None:
         """Learn each participant's process from its latched parameters (before it answers)."""
         peer, process = self._peers.get(str(info.get("node"))), info.get("process")
+        finish_ms = (info.get("params") or {}).get("finish_timeout_ms")
+        if peer is self._recorder and isinstance(finish_ms, int) and finish_ms > 0:
+            self._recorder_finish_s = finish_ms / 1000.0
         if peer is not None and peer.pid is None and isinstance(process, dict) and isinstance(process.get("pid"), int):
             peer.learn(process["pid"], process.get("host"))
 
@@ -459,6 +465,7 @@ class ClockMaster:
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
             elif time.monotonic() >= wall_deadline:
+                self._recorder_finish_s = 0.0  # a recorder that chains nothing is not outwaited at Finish either
                 raise ParticipantTimeout(
                     step, f"recorder chained no step within {timeout_s:g} s while "
                           f"{self._backlog.behind(published)} steps behind ({recorded} steps chained)"
@@ -801,9 +808,9 @@ class ClockMaster:
         if self.config.record:
             self._keep_up_with_recorder(timing.step)
 
-    def _wait_recorded(self) -> None:
-        """Return once every matched reader has every record published so far (or the wait
-        ran out).
+    def _wait_recorded(self, publishers: tuple[Any, ...]) -> None:
+        """Return once every reader matched on ``publishers`` has everything published so
+        far (or the wait ran out).
 
         A topic and a service are not ordered with each other: without this, the Finish
         request could overtake a refused step's /clock and state, which belong to no
@@ -811,8 +818,10 @@ class ClockMaster:
         A stack's reader of --wait-for-reader is waited for as well, the run recorded or
         not: one that has not yet matched this writer from its side asks again for what it
         dropped, and only a writer still there can send it (SimBridge._deliver_wanted).
+        Without a recorder to wait for, only those topics are waited on, and only once a
+        step was done (a dead recorder's readers stay matched and acknowledge nothing).
         """
-        for publisher in unacknowledged(self._record_publishers(), ACKED_WAIT_S):
+        for publisher in unacknowledged(publishers, ACKED_WAIT_S):
             # every matched reader is waited for, a stack's too: one stopped or killed
             # (matched until its liveliness lapses) was read as the recorder's fault
             self.node.get_logger().warning(
@@ -972,8 +981,10 @@ class ClockMaster:
             self._flush()  # the last step's records (or a refused run's last /clock and state)
         except Refusal as err:
             refusal = refusal or err
-        if (self.config.record and not self._recorder.gone()) or self._wanted_readers:
-            self._wait_recorded()  # a stack's readers (--wait-for-reader) too, recorded or not
+        if self.config.record and not self._recorder.gone():
+            self._wait_recorded(self._record_publishers())
+        elif progress.steps_done > 0:  # no recorder to wait for: a stack's readers (--wait-for-reader) still are
+            self._wait_recorded(tuple(p for p in self._record_publishers() if p.topic_name in self._wanted_readers))
         chain = ""
         recorded: int | None = None  # the steps the recorder's Finish answer says it chained
         finish_start = time.perf_counter_ns()
@@ -994,8 +1005,12 @@ class ClockMaster:
             request.wall_paced_ns, request.wall_held_ns = self._pacer.waited_ns, self._held_ns
             try:
                 # a recorder lost now is refused at the step after the last done (its steps are)
-                response = self._call(self._recorder, request, progress.steps_done, self.config.participant_timeout_s,
-                                      first=True, interruptible=False)
+                # the recorder answers once late messages have come, or after finish_timeout_ms:
+                # called with the same limit, the call gave up as the recorder answered, and the
+                # final status missed the recorder's count of steps
+                limit_s = self.config.participant_timeout_s + self._recorder_finish_s
+                response = self._call(self._recorder, request, progress.steps_done, limit_s, first=True,
+                                      interruptible=False)
                 chain = response.chain_digest
                 recorded = int(response.steps_recorded)
                 if refusal is None and not response.counted:

@@ -45,11 +45,13 @@ from simforge_ros.core.errors import ConfigError
 from simforge_ros.core.wall_times import WallTimes
 from simforge_ros.msg import ContactEvent, DriverAction, GroundTruth, RunStatus, StepTiming, VehicleState
 from simforge_ros.nodes.common import (
+    HOST,
     LATCHED_QOS,
     PROGRESS_QOS,
     RECORD_QOS,
     declare_params,
     die_now,
+    in_dds_domain,
     losing_answer,
     node_faults,
     process_alive,
@@ -182,6 +184,8 @@ class Recorder:
         self._side_digests = (self._info_digests, self._header_digests, self._odom_digests, self._tf_digests,
                               self._truth_digests)
         self._nodes: dict[str, Any] = {}
+        self._bridge_pid: int | None = None  # the bridge's process, watched at Finish (_watch_bridge)
+        self._kept: tuple[int, str, str] | None = None  # steps, chain and frames digests the manifest says
         # Whose latched parameters must have come before Finish is offered. The driver's
         # with await_driver (true unless the driver is external): a short run could
         # otherwise end before they came, and its manifest called the driver external (7 of
@@ -524,6 +528,20 @@ class Recorder:
         self._last_t_ns = max(self._last_t_ns, t_ns)
         return t_ns
 
+    def _watch_bridge(self, process: Any) -> None:
+        """Note the bridge's process from its parameters, to be watched at Finish
+        (_bridge_gone) when it is one this node can see: of this host, its pid in the run's
+        DDS domain (as the clock master's _Peer.learn); not a pid of another host or of a
+        container's own pid namespace, which would look gone while it runs."""
+        if isinstance(process, dict) and isinstance(pid := process.get("pid"), int) and pid > 0 \
+                and process.get("host") == HOST and in_dds_domain(pid, self.node.context.get_domain_id()):
+            self._bridge_pid = pid
+
+    def _bridge_gone(self) -> str | None:
+        """"sim_bridge (pid N) is gone" once the watched bridge process has ended; else None."""
+        pid = self._bridge_pid
+        return f"sim_bridge (pid {pid}) is gone" if pid is not None and not process_alive(pid) else None
+
     def _side_record(self, type_name: str, msg: Any) -> None:
         if type_name == "std_msgs/msg/String":
             info = json.loads(msg.data)
@@ -533,8 +551,10 @@ class Recorder:
                 limit = info.get("params", {}).get("recorder_backlog_steps")
                 if isinstance(limit, int) and limit > 0:
                     self._progress_every = max(1, limit // 4)
-            elif node == BRIDGE_NODE and self._unsorted:
-                self._sort_unsorted()
+            elif node == BRIDGE_NODE:
+                self._watch_bridge(info.get("process"))
+                if self._unsorted:
+                    self._sort_unsorted()
         elif type_name == "simforge_ros/msg/ContactEvent":
             contact = to_plain(msg)
             assert isinstance(contact, dict)
@@ -605,17 +625,22 @@ class Recorder:
         wall_deadline = time.monotonic() + self._values["finish_timeout_ms"] / 1000.0
         wall_info_deadline: float | None = None
         wall_params_deadline: float | None = None
-        gone_at: float | None = None  # wall clock: when the bridge's process was seen gone
+        gone: str | None = None  # the bridge's process, once seen gone
+        stalled_at = (0.0, -1)  # wall clock and steps done when the record last moved on
         while time.monotonic() < wall_deadline and self._failure is None:  # failed: nothing more comes
             if self.assembler.steps_done < expected:
                 # a bridge killed between answering a step and drawing its frames never
-                # sends them: Finish waited out finish_timeout_ms (10 s) for it
-                if gone_at is None and (gone := _bridge_gone(request.participants)) is not None:
-                    gone_at = time.monotonic()
+                # sends them: Finish waited out finish_timeout_ms (10 s) for it. What it
+                # sent before is still taken in (a backlog of steps): waited for while the
+                # record moves on, and _LOST_WRITER_GRACE_S once it stops
+                if stalled_at[1] != self.assembler.steps_done:
+                    stalled_at = (time.monotonic(), self.assembler.steps_done)
+                if gone is None and (gone := self._bridge_gone()) is not None:
                     self.node.get_logger().warning(
-                        f"{gone}: step {self.assembler.steps_done}'s messages are waited for "
-                        f"{_LOST_WRITER_GRACE_S:g} s more, not {self._values['finish_timeout_ms']} ms")
-                if gone_at is not None and time.monotonic() >= gone_at + _LOST_WRITER_GRACE_S:
+                        f"{gone}: the messages of step {self.assembler.steps_done} on are waited for while they "
+                        f"come, {_LOST_WRITER_GRACE_S:g} s at most between steps, not "
+                        f"{self._values['finish_timeout_ms']} ms")
+                if gone is not None and time.monotonic() >= stalled_at[0] + _LOST_WRITER_GRACE_S:
                     break
             elif self._side_behind():
                 # camera_info is not part of a step record, but the bag must hold every
@@ -654,9 +679,9 @@ class Recorder:
         waited = {"paced_ns": int(request.wall_paced_ns), "held_ns": int(request.wall_held_ns)}
         self._write(status.run_id or self._values["run_id"], counted, refusal, expected, participants, waited)
         response.counted = counted
-        response.chain_digest = self.assembler.chain.hexdigest
-        response.frames_digest = self.assembler.frames_chain.hexdigest
-        response.steps_recorded = self.assembler.steps_done
+        # what the manifest says: after a failed write, what steps.jsonl kept (_write)
+        response.steps_recorded, response.chain_digest, response.frames_digest = self._kept or (
+            self.assembler.steps_done, self.assembler.chain.hexdigest, self.assembler.frames_chain.hexdigest)
         response.detail = "" if counted else (refusal or {}).get("detail", "")
         if self._failure is not None:  # perhaps only now, writing the manifest
             response.counted = False
@@ -692,6 +717,7 @@ class Recorder:
             # what the files hold (it said one step more on a full disk)
             kept = kept_chain(self.out_dir / "steps.jsonl")
             last, steps, chain, frames = kept.last, kept.steps, kept.chain_digest, kept.frames_digest
+            self._kept = (steps, chain, frames or "")
         # a refused run's digests of what no chain holds count its recorded steps' messages
         # only: what came of the step it was refused at (frames sent after the bridge's
         # answer) reached this node before it closed in some repeats and not in others
@@ -739,15 +765,6 @@ class Recorder:
             self._write(self._values["run_id"], False,
                         refusal or {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
                         self.assembler.steps_done)
-
-
-def _bridge_gone(participants: Any) -> str | None:
-    """"sim_bridge (pid N) is gone" when the run's bridge was a process of this host
-    (pid_watched) that is no longer running; else None."""
-    for p in participants:
-        if p.role == "sim_bridge" and p.pid_watched and p.pid > 0 and not process_alive(int(p.pid)):
-            return f"sim_bridge (pid {p.pid}) is gone"
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -179,13 +179,16 @@ class SimBridge:
         handler: Any = self._on_step if lose_step is None else losing_answer(self._on_step, lose_step)
         self.node.create_service(Step, topics.STEP_SERVICE, handler)
 
-    def close(self, _why: str = "") -> None:
+    def close(self, why: str = "") -> None:
         """Give the simulator back what the run took (CARLA: its actors, and its settings:
-        a server left synchronous waits for a tick no one sends)."""
+        a server left synchronous waits for a tick no one sends), then, at a run's end
+        (``why`` empty: not a stop signal, not the clock master gone), let the stack's
+        readers have what was sent them (_deliver_wanted)."""
         try:
-            self._deliver_wanted()
-        finally:
             self._backend.close()
+        finally:
+            if not why:
+                self._deliver_wanted()
 
     def _deliver_wanted(self) -> None:
         """Before the node goes away: wait (at most WANTED_ACKED_WAIT_S, one budget) until

@@ -183,7 +183,16 @@ def setup_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[tuple[
     # digests, the bridge's backend): that is no difference in how it was set up
     unrecorded = (a.get("steps") == 0, b.get("steps") == 0)
     return [d for d in found if d[0] not in _SAID and not d[0].endswith(".params.faults")
-            and not (unrecorded[0] and _absent(d[1])) and not (unrecorded[1] and _absent(d[2]))]
+            and not (_from_step_0(d[0]) and ((unrecorded[0] and _absent(d[1])) or (unrecorded[1] and _absent(d[2]))))]
+
+
+_STEP_0_FIELDS = ("digests.engine", "digests.engine_version", "digests.scenario_file", "nodes.sim_bridge/backend")
+"""Manifest fields filled from what the bridge reports at step 0 (its backend's parameters
+and digests): absent from a run stopped before it."""
+
+
+def _from_step_0(field: str) -> bool:
+    return any(field == f or field.startswith(f + ".") for f in _STEP_0_FIELDS)
 
 
 def _absent(value: object) -> bool:

@@ -135,6 +135,7 @@ def test_a_run_stopped_before_step_0_beside_a_counted_one_is_said_to_have_no_ste
                                  (stopped, None, None)):
         manifest = json.loads((run / "manifest.json").read_text())
         manifest.setdefault("digests", {})["engine"] = engine
+        manifest["digests"]["weights"] = "ab12" if engine else None  # known before step 0: a difference
         manifest.setdefault("nodes", {}).pop("sim_bridge/backend", None)
         if backend is not None:
             manifest["nodes"]["sim_bridge/backend"] = backend
@@ -144,3 +145,4 @@ def test_a_run_stopped_before_step_0_beside_a_counted_one_is_said_to_have_no_ste
     assert out[1:3] == ["no step in common", "the runs ended differently: counted, "
                                              "refused:participant_timeout at step 0"], out
     assert not any("engine" in line or "backend" in line for line in out), out
+    assert out[3:] == ["stopped: set up differently: digests.weights ('ab12' vs None)"], out
