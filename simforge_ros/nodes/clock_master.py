@@ -24,7 +24,6 @@ from typing import Any
 
 import rclpy
 from rclpy.client import Client
-from rclpy.duration import Duration
 from rclpy.executors import Executor
 from rclpy.node import Node
 from rosgraph_msgs.msg import Clock
@@ -834,7 +833,7 @@ class ClockMaster:
         fixed 0.3 s of spinning before the node went away was not always enough: in one full
         suite run a driver never heard it, kept spinning, and the runner refused the counted
         run because the driver was still there 5 s later."""
-        return bool(self._status_pub.wait_for_all_acked(Duration(nanoseconds=int(STATUS_ACKED_WAIT_S * 1e9))))
+        return not unacknowledged((self._status_pub,), STATUS_ACKED_WAIT_S)
 
     def _publish_status(self, state: str, steps_done: int, refusal: Refusal | None) -> RunStatus:
         msg = RunStatus()
