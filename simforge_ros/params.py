@@ -485,25 +485,44 @@ def read_params_file(path: Path, notes: list[str] | None = None, ask_rcl: bool =
     return checked
 
 
+FIRST_MESSAGES_WAIT_MS = 4_500
+"""Wall clock: the longest the bridge holds step 0's first messages back while discovery
+settles (the driver's Decide reader seen, every reader shown matched; SimBridge._await_readers).
+The torch driver's wait for step 0's frames adds it to ``frame_timeout_ms``: a limit below
+it could refuse step 0 as ``missing_frame`` whenever discovery was slow, a limit meant for
+the frames drawn later on."""
+
+
 def check_frame_wait(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
     """The torch driver waits up to ``frame_timeout_ms`` for a frame before it answers
-    ``missing_frame``; a clock master that gives up on the call first refuses the run as
-    ``participant_timeout`` of the driver instead, naming the wrong cause.
+    ``missing_frame`` (at step 0, FIRST_MESSAGES_WAIT_MS more); a clock master that gives
+    up on the call first refuses the run as ``participant_timeout`` of the driver instead,
+    naming the wrong cause.
 
     Raises:
-        ConfigError: ``driver.frame_timeout_ms`` not below ``clock_master.participant_timeout_ms``.
+        ConfigError: ``driver.frame_timeout_ms`` not below ``clock_master.participant_timeout_ms``,
+            or, with the step 0 allowance, not below step 0's limit (the larger of that and
+            ``clock_master.startup_timeout_ms``).
     """
     driver = params.get("driver")
     if driver is None or driver.get("policy") != "torch":
         return  # the route follower waits for no frame; an external driver's waits are its own
     frame_ms = driver.get("frame_timeout_ms", spec("driver", "frame_timeout_ms").default)
-    limit_ms = params.get("clock_master", {}).get(
-        "participant_timeout_ms", spec("clock_master", "participant_timeout_ms").default)
+    clock = params.get("clock_master", {})
+    limit_ms = clock.get("participant_timeout_ms", spec("clock_master", "participant_timeout_ms").default)
     if frame_ms >= limit_ms:
         raise ConfigError.single(
             source, "driver.frame_timeout_ms",
             f"less than clock_master.participant_timeout_ms ({limit_ms}): the clock master must outwait the "
             "driver's wait for a frame, or a frame that never comes is refused as participant_timeout", frame_ms)
+    first_ms = max(limit_ms, clock.get("startup_timeout_ms", spec("clock_master", "startup_timeout_ms").default))
+    if frame_ms + FIRST_MESSAGES_WAIT_MS >= first_ms:
+        raise ConfigError.single(
+            source, "driver.frame_timeout_ms",
+            f"less than {first_ms - FIRST_MESSAGES_WAIT_MS}: step 0's call limit (the larger of "
+            f"clock_master.participant_timeout_ms and clock_master.startup_timeout_ms, {first_ms}) must outwait "
+            f"the driver's wait for step 0's frames, frame_timeout_ms + {FIRST_MESSAGES_WAIT_MS} while discovery "
+            "settles", frame_ms)
 
 
 TORCH_ONLY = "torch planner"

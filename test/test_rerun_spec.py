@@ -165,6 +165,34 @@ def test_a_frame_wait_the_clock_master_would_not_outwait_is_named() -> None:
         "participant_timeout_ms"] == 3000
 
 
+def test_step_0s_frame_wait_the_clock_master_would_not_outwait_is_named() -> None:
+    """At step 0 the torch driver waits params.FIRST_MESSAGES_WAIT_MS more for its frames
+    (the bridge's hold while discovery settles), and the clock master waits for step 0 the
+    larger of participant_timeout_ms and startup_timeout_ms: that one must outwait it."""
+    from simforge_ros.params import FIRST_MESSAGES_WAIT_MS
+
+    slow_start = {"clock_master": {"participant_timeout_ms": 8000, "startup_timeout_ms": 9000}}
+    frame_ms = 9000 - FIRST_MESSAGES_WAIT_MS
+    sets = {**slow_start, "driver": {"frame_timeout_ms": frame_ms}}
+    with pytest.raises(ConfigError) as err:
+        node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=sets))
+    assert str(err.value) == (
+        f"run parameters: driver.frame_timeout_ms: expected less than {frame_ms}: step 0's call limit (the larger "
+        "of clock_master.participant_timeout_ms and clock_master.startup_timeout_ms, 9000) must outwait the "
+        f"driver's wait for step 0's frames, frame_timeout_ms + {FIRST_MESSAGES_WAIT_MS} while discovery "
+        f"settles, got {frame_ms}")
+    fits = {**slow_start, "driver": {"frame_timeout_ms": frame_ms - 1}}
+    assert node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=fits))["driver"][
+        "frame_timeout_ms"] == frame_ms - 1
+    # a participant limit past the start-up one is step 0's limit too
+    longer = {"clock_master": {"participant_timeout_ms": 9500, "startup_timeout_ms": 1000},
+              "driver": {"frame_timeout_ms": 9500 - FIRST_MESSAGES_WAIT_MS - 1}}
+    assert node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=longer))
+    too_long = {**longer, "driver": {"frame_timeout_ms": 9500 - FIRST_MESSAGES_WAIT_MS}}
+    with pytest.raises(ConfigError, match=r"step 0's call limit .* 9500\)"):
+        node_params(RunSpec("right_turn", Path("/runs/a"), "a", driver="torch", sets=too_long))
+
+
 def test_a_run_without_params_yaml_is_asked_again_what_its_nodes_reported() -> None:
     """ros2 launch and ros2 run leave no params.yaml; the manifest keeps what each node
     reported: a period's unset unit (null) and the run's own out_dir and run_id are left out."""

@@ -42,6 +42,7 @@ from simforge_ros.nodes.common import (
     watch_node_params,
     watch_run_status,
 )
+from simforge_ros.params import FIRST_MESSAGES_WAIT_MS
 from simforge_ros.srv import Decide
 
 NAME = "driver"
@@ -162,6 +163,9 @@ class Driver:
         return _cb
 
     async def _await_frame(self, camera: str, t_us: int, step: int) -> np.ndarray:
+        """The frame of ``camera`` stamped ``t_us``, within ``frame_timeout_ms``; at step 0
+        FIRST_MESSAGES_WAIT_MS more, the bridge's longest hold of its first messages while
+        discovery settles (without it, a short limit could refuse step 0 on a slow start)."""
         key = (camera, t_us)
         if key not in self._frames:
             waiter = self._waiting.setdefault(key, Future())
@@ -169,17 +173,19 @@ class Driver:
                 if not waiter.done():
                     waiter.set_result(False)
 
-            timer = steady_timer(self.node, self._frame_timeout_s, _expire)
+            wait_s = self._frame_timeout_s + (FIRST_MESSAGES_WAIT_MS / 1000.0 if step == 0 else 0.0)
+            timer = steady_timer(self.node, wait_s, _expire)
             try:
                 await waiter
             finally:
                 self.node.destroy_timer(timer)
             if key not in self._frames:
+                allowance = ", with step 0's allowance for discovery" if step == 0 else ""
                 # the driver cannot tell a frame never sent from one drawn slower than its
                 # limit: said both ways, as a limit a slow machine may pass
                 raise MissingFrame(
-                    step, f"no {camera} frame stamped {t_us} us arrived within {self._frame_timeout_s:g} s "
-                          "(driver.frame_timeout_ms): not sent, or drawn and sent slower than that"
+                    step, f"no {camera} frame stamped {t_us} us arrived within {wait_s:g} s (driver.frame_timeout_ms"
+                          f"{allowance}): not sent, or drawn and sent slower than that"
                 )
         return self._frames[key]
 

@@ -59,7 +59,7 @@ from simforge_ros.nodes.common import (
     unexpected,
     watch_run_status,
 )
-from simforge_ros.params import frame_problems
+from simforge_ros.params import FIRST_MESSAGES_WAIT_MS, frame_problems
 from simforge_ros.srv import Step
 
 NAME = "sim_bridge"
@@ -68,12 +68,15 @@ NAME = "sim_bridge"
 FIRST_MATCH_WAIT_S = 1.0
 # Wall clock: how long it first waits for the driver's Decide service to be in this node's
 # graph (the clock master has seen it; this node's discovery of that participant can lag
-# by an SPDP announcement period, 3 s): below the drivers' 5 s wait for a named input.
+# by an SPDP announcement period, 3 s).
 DRIVER_SEEN_WAIT_S = 3.5
 # Wall clock: how long a topic of --wait-for-reader waits for its stack reader to show in
 # this node's graph (the clock master saw it before step 0; this node's discovery lags) and
-# to match its writer: below the drivers' 5 s wait for a frame
+# to match its writer.
 WANTED_WAIT_S = 4.0
+# Wall clock: all of step 0's waits end by then, counted from the first (the torch driver
+# adds it to its wait for step 0's frames; params.FIRST_MESSAGES_WAIT_MS).
+FIRST_MESSAGES_WAIT_S = FIRST_MESSAGES_WAIT_MS / 1000.0
 # Wall clock: how long the bridge, at its end, waits for the readers of --wait-for-reader
 # topics to acknowledge what it sent them (SimBridge._deliver_wanted)
 WANTED_ACKED_WAIT_S = 2.0
@@ -93,7 +96,9 @@ class SimBridge:
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
         self._wanted_readers = frozenset(values["wait_for_readers"])  # --wait-for-reader: a stack's, here first
-        self._wanted_deadline: float | None = None  # wall clock: the end of the waits for them (_await_readers)
+        # wall clock: the ends of step 0's waits for them and for all (_await_readers), and that step
+        self._wanted_deadline = self._first_deadline = 0.0
+        self._first_step: int | None = None
         faults = node_faults(values, NAME).for_node(NAME)
         # seconds that are no whole number of microseconds: refused as the reset is answered,
         # so that the run records the refusal (before, the bridge exited at start-up and the
@@ -261,10 +266,13 @@ class SimBridge:
         node = self.node
         if not self._driver_awaited:  # once for the bridge: each topic waiting again added up past 10 s
             self._driver_awaited = True
-            # the wanted readers' deadline counts from here, this wait included: after it,
-            # 3.5 + 4 s could outlast the driver's 5 s wait for step 0's frames
-            self._wanted_deadline = time.monotonic() + WANTED_WAIT_S
-            seen_deadline = time.monotonic() + DRIVER_SEEN_WAIT_S
+            # step 0's deadlines count from here, this wait included: each counted after the
+            # one before, 3.5 + 4 s (or 1 s a topic) could outlast the driver's wait for step 0's frames
+            started = time.monotonic()
+            self._first_step = self.core.last_step
+            self._wanted_deadline = started + WANTED_WAIT_S
+            self._first_deadline = started + FIRST_MESSAGES_WAIT_S
+            seen_deadline = started + DRIVER_SEEN_WAIT_S
             requests = topics.requests_topic(topics.DECIDE_SERVICE)
             while not node.get_subscriptions_info_by_topic(requests, no_mangle=True):
                 if time.monotonic() >= seen_deadline:
@@ -276,14 +284,19 @@ class SimBridge:
         # a reader asked for is waited for longer, to be seen and matched (one matched 1 s
         # late, on a loaded machine, got no front image of a 10-step run): WANTED_WAIT_S
         # from the first wait of all, for all of them, not each (side topics go out before
-        # the frames, and the driver's wait for a frame runs meanwhile)
+        # the frames, and the driver's wait for a frame runs meanwhile); a topic first
+        # published at a later step has its own waits
         now = time.monotonic()
-        wall_deadline = self._wanted_deadline if wanted and self._wanted_deadline else now + FIRST_MATCH_WAIT_S
+        first = self.core.last_step == self._first_step
+        limit_s = WANTED_WAIT_S if wanted else FIRST_MATCH_WAIT_S
+        wall_deadline = now + limit_s
+        if first:
+            wall_deadline = self._wanted_deadline if wanted else min(wall_deadline, self._first_deadline)
         while any(not foreign_readers(node, topic) for topic in wanted):
             if time.monotonic() >= wall_deadline:
                 node.get_logger().warning(f"{', '.join(wanted)}: the reader of a node not of the run (--wait-for-"
-                                          f"reader) is not in this node's graph within {WANTED_WAIT_S:g} s of "
-                                          "step 0's first message; publishing anyway")
+                                          f"reader) is not in this node's graph within {limit_s:g} s of "
+                                          f"{'step 0' if first else 'the topic'}'s first message; publishing anyway")
                 break
             time.sleep(0.002)
         while True:
@@ -294,7 +307,7 @@ class SimBridge:
                 return
             if time.monotonic() >= wall_deadline:
                 node.get_logger().warning(f"{', '.join(late)}: not every reader matched within "
-                                          f"{WANTED_WAIT_S if wanted else FIRST_MATCH_WAIT_S:g} s; publishing anyway")
+                                          f"{limit_s:g} s{' of step 0' if first else ''}; publishing anyway")
                 return
             time.sleep(0.002)
 

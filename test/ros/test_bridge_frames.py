@@ -211,3 +211,26 @@ def test_a_wanted_reader_never_seen_is_waited_for_from_the_first_wait_of_all(bri
     took = time.monotonic() - started
     # about 4 s; 7 s when counted after the driver's wait
     assert sim_bridge.WANTED_WAIT_S - 0.1 <= took < sim_bridge.WANTED_WAIT_S + 2.0, took
+
+
+@pytest.mark.parametrize("bridge_and_probe", [False], ids=["before"], indirect=True)
+def test_step_0s_waits_for_readers_end_together_whatever_the_number_of_topics(bridge_and_probe, monkeypatch):
+    """Each topic's first message waits (FIRST_MATCH_WAIT_S) for the readers the graph
+    shows; at step 0 all of those waits end by FIRST_MESSAGES_WAIT_S from the first, the
+    allowance the torch driver adds to its wait for step 0's frames. Counted a topic at a
+    time, they added up: here 5 s for two cameras, past that allowance."""
+    from simforge_ros.nodes import sim_bridge
+
+    monkeypatch.setattr(sim_bridge, "DRIVER_SEEN_WAIT_S", 0.0)  # no driver here
+    monkeypatch.setattr(sim_bridge, "FIRST_MATCH_WAIT_S", 2.5)
+    monkeypatch.setattr(sim_bridge, "FIRST_MESSAGES_WAIT_S", 3.0)
+    monkeypatch.setattr(sim_bridge, "matchable_readers", lambda *_args: 99)  # a reader that never matches
+    step = bridge_and_probe[1]
+    started = time.monotonic()
+    assert step(0).ok  # drawn and published before the answer: the waits are in it
+    took = time.monotonic() - started
+    # 3 s: the first camera waits 2.5 s, the second the 0.5 s left; 5 s a topic at a time
+    assert 2.9 <= took < 4.2, took
+    started = time.monotonic()
+    assert step(1).ok
+    assert time.monotonic() - started < 2.0  # each topic waits once, at its first message

@@ -141,3 +141,58 @@ def test_a_driver_without_cameras_offers_decide_at_once(ros_lease):
         if driver is not None:
             driver.node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+def test_step_0s_frames_are_waited_for_with_discovery_s_allowance_later_ones_without(ros_lease, tmp_path,
+                                                                                   monkeypatch):
+    """The bridge may hold step 0's first messages back while discovery settles (up to
+    params.FIRST_MESSAGES_WAIT_MS); the torch driver adds that to its frame_timeout_ms at
+    step 0 only. Without it, a short limit (one meant for the frames drawn later on) could
+    refuse step 0 as missing_frame whenever discovery was slow."""
+    import numpy as np
+    from sensor_msgs.msg import Image
+    from simforge_ros.msg import FrameInfo
+    from simforge_ros.srv import Decide
+
+    from simforge_ros.image_codec import numpy_to_imgmsg
+    from simforge_ros.nodes import driver as driver_module
+    from simforge_ros.nodes.driver import Driver
+
+    monkeypatch.setattr(driver_module, "FIRST_MESSAGES_WAIT_MS", 4_000)  # the allowance, at most
+    node_params = {"driver": {"policy": "torch", "cameras": ["front"], "frame_timeout_ms": 300}}
+    with _shell_and_probe(ros_lease, tmp_path, node_params, Driver, "bridge_stand_in") as (driver, probe, spin_for):
+        decide = probe.create_client(Decide, topics.DECIDE_SERVICE)
+        writer = probe.create_publisher(Image, topics.image_topic("front"), RECORD_QOS)
+        latched = publish_node_params(probe, "sim_bridge", {"cameras": ["front"], "width": 64, "height": 48})
+        spin_for(10.0, lambda: driver.offering and decide.service_is_ready())
+        assert decide.service_is_ready() and latched is not None
+
+        def request(step: int) -> Decide.Request:
+            req = Decide.Request()
+            req.step, req.t_us, req.decision_us, req.seed = step, step * 100_000, 100_000, 0
+            req.frames = [FrameInfo(camera="front", t_us=req.t_us)] if step % 5 == 0 else []
+            return req
+
+        def publish_frame(t_us: int) -> None:
+            image = numpy_to_imgmsg(np.zeros((48, 64, 3), np.uint8), "rgb8")
+            image.header.stamp.sec, image.header.stamp.nanosec = t_us // 1_000_000, (t_us % 1_000_000) * 1000
+            image.header.frame_id = "front"
+            writer.publish(image)
+
+        # step 0's frame comes 1.2 s after the request: past frame_timeout_ms, within the allowance
+        first = decide.call_async(request(0))
+        spin_for(1.2, first.done)
+        assert not first.done()
+        publish_frame(0)
+        spin_for(10.0, first.done)
+        assert first.done() and first.result().ok, first.result().detail
+        for step in range(1, 5):  # the planner plans every 5 steps: no frame named between
+            answer = decide.call_async(request(step))
+            spin_for(10.0, answer.done)
+            assert answer.done() and answer.result().ok, answer.result().detail
+        # a later frame that never comes: refused after frame_timeout_ms alone
+        late = decide.call_async(request(5))
+        spin_for(2.0, late.done)
+        assert late.done(), "step 5 waited past frame_timeout_ms + 1.7 s: the allowance is for step 0 only"
+        assert late.result().refusal_code == "missing_frame"
+        assert "within 0.3 s (driver.frame_timeout_ms)" in late.result().detail, late.result().detail
