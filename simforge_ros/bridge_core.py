@@ -27,6 +27,12 @@ class BridgeConfig:
     camera_period_us: int | None = None  # None: every decision step
     faults: FaultPlan = field(default_factory=FaultPlan)
 
+    def __post_init__(self) -> None:
+        """The rig in camera-name order, the frames chain's: a list given in another order
+        is the same rig, and its step chain must be the same (``[front, chase]`` chained
+        other timing records than ``[chase, front]``, and ``diff`` named camera frames)."""
+        object.__setattr__(self, "cameras", tuple(sorted(self.cameras)))
+
 
 def _with_flipped_pixel(frame: RenderedFrame) -> RenderedFrame:
     """Fault injection `flip_pixel=CAMERA@K`: one bit of the centre pixel's red channel."""

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from simforge_ros.core.errors import ConfigError, Printed, Problem, RateNotMultiple
-from simforge_ros.core.limits import IMAGE_SIDE, INT64, MAX_TIME_US, PLANNER_SAMPLES
+from simforge_ros.core.limits import IMAGE_SIDE, INT64, MAX_STAMP_US, MAX_TIME_US, PLANNER_SAMPLES
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.units import resolve_period
 from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
@@ -567,13 +567,14 @@ def frame_problems(values: Mapping[str, Any], source: str) -> list[Problem]:
 
 
 def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
-    """A run's last step time, ``steps * decision_us``, must fit the messages' int64
-    microseconds: a decision of 9.2e18 us (its tick too) overflowed at step 1. A hold must
-    be at a step the run has.
+    """A run's last step time, ``steps * decision_us``, must fit the messages' stamps
+    (builtin_interfaces/Time: int32 seconds, 68 years; within the int64 microseconds of
+    Step and StepTiming): a decision of 9.2e18 us (its tick too) overflowed at step 1, and
+    one of a day stamped step 24 856 at -2147408896 s. A hold must be at a step the run has.
 
     Raises:
-        ConfigError: the run would end past int64 microseconds, or hold_at_step is past
-            its last step (``steps`` given).
+        ConfigError: the run would end past the last stamp, or hold_at_step is past its
+            last step (``steps`` given).
     """
     clock = params.get("clock_master", {})
     try:
@@ -581,9 +582,10 @@ def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None
     except (ConfigError, RateNotMultiple):
         return  # the clock master refuses such a period itself (rate_not_multiple), naming it
     steps = clock.get("steps", 0)
-    if steps * decision_us > INT64[1]:
-        raise ConfigError.single(source, "clock_master.steps", f"at most {INT64[1] // decision_us} steps of "
-                                 f"{decision_us} us (the run's times are int64 microseconds)", steps)
+    if steps * decision_us > MAX_STAMP_US:
+        raise ConfigError.single(source, "clock_master.steps", f"at most {MAX_STAMP_US // decision_us} steps of "
+                                 f"{decision_us} us (a run's stamps are builtin_interfaces/Time, int32 seconds: "
+                                 "68 years)", steps)
     hold_at = clock.get("hold_at_step", -1)
     if steps > 0 and hold_at >= steps:  # a step the run never reaches: never held (launch said nothing)
         raise ConfigError.single(source, "clock_master.hold_at_step", f"a step of the run (0 to {steps - 1}; "

@@ -119,3 +119,18 @@ def test_a_watchdog_refusal_ends_the_step_and_says_how_far_it_got():
     assert raised.value.step == 1
     assert raised.value.detail == (f"still working after 2 s, the limit of a call (had advanced {ADVANCE_CHUNK_TICKS} "
                                    f"of its {3 * ADVANCE_CHUNK_TICKS} ticks)")
+
+
+def test_a_rig_listed_in_another_order_is_the_same_rig():
+    """The step chain hashes the frames the answer names in its order; the frames chain
+    sorts them. [front, chase] chained other timing records than [chase, front] (and diff
+    named camera frames): the rig is now in camera-name order whatever the list's."""
+    answers = []
+    for cameras in (("front", "chase", "left"), ("chase", "left", "front")):
+        core = BridgeCore(EmbeddedBackend("right_turn", 20_000, 64, 48),
+                          BridgeConfig(cameras, None, FaultPlan.parse(["drop_frame@1"])))
+        answers.append([_step(core, step)[0] for step in range(3)])
+    assert answers[0] == answers[1]
+    assert answers[0][0].cameras == ("chase", "front", "left")  # the contract's, from step 0's answer
+    assert [f.camera for f in answers[0][0].frames] == ["chase", "front", "left"]
+    assert [f.camera for f in answers[0][1].frames] == ["front", "left"]  # the first of the rig dropped

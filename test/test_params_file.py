@@ -550,12 +550,21 @@ def test_values_that_broke_a_run_are_usage_errors(tmp_path, capsys, sets, said):
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_run_whose_last_step_time_overflows_int64_is_refused(tmp_path, capsys):
-    argv = ["run", "right_turn", "--steps", "200000000", "--set", "clock_master.decision_us=86400000000",
+@pytest.mark.parametrize(("steps", "ok"), [(200_000_000, False), (24_856, False), (24_855, True)])
+def test_a_run_whose_last_step_time_overflows_its_stamps_is_refused(tmp_path, capsys, steps, ok):
+    """Past int64 microseconds the arithmetic overflowed; past int32 seconds (68 years) a
+    day-long step's /clock and stamps wrapped to negative seconds without a word."""
+    argv = ["run", "right_turn", "--steps", str(steps), "--set", "clock_master.decision_us=86400000000",
             "--set", "sim_bridge.tick_us=86400000000", "--out", str(tmp_path / "runs")]
+    if ok:  # the check alone: the run itself would take days of wall time for its ticks
+        from simforge_ros.params import check_run_span
+
+        check_run_span({"clock_master": {"steps": steps, "decision_us": 86_400_000_000}}, "run parameters")  # no raise
+        return
     assert cli.main(argv) == 2
-    assert ("clock_master.steps: expected at most 106751991 steps of 86400000000 us (the run's times are int64 "
-            "microseconds), got 200000000") in capsys.readouterr().err
+    assert ("clock_master.steps: expected at most 24855 steps of 86400000000 us (a run's stamps are "
+            f"builtin_interfaces/Time, int32 seconds: 68 years), got {steps}") in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_the_parameters_choices_are_the_packages_own():

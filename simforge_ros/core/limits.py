@@ -11,6 +11,13 @@ from __future__ import annotations
 INT64 = (-(2**63), 2**63 - 1)
 """ROS 2 integer parameters are int64 (the seeds travel as uint64 in Step and Decide)."""
 
+MAX_STAMP_US = (2**31 - 1) * 1_000_000 + 999_999
+"""The last time a message can carry: builtin_interfaces/Time's ``sec`` is int32 (68 years);
+a run past it wrapped its /clock and stamps to negative seconds without a word."""
+
+UINT32_MAX = 2**32 - 1
+"""StepTiming.ticks_per_step is uint32: a step of 2^32 + 5 ticks was recorded as 5."""
+
 MAX_MAGNITUDE = 1_000_000.0
 """Any physical number of a scene or a fault: metres, m/s, radians."""
 

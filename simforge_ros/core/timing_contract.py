@@ -43,6 +43,7 @@ from simforge_ros.core.errors import (
     StaleFrame,
     TimeDrift,
 )
+from simforge_ros.core.limits import UINT32_MAX
 from simforge_ros.core.values import FrameStamp, Pose2D
 
 DEFAULT_DECISION_US = 100_000
@@ -191,6 +192,9 @@ def build_contract(
         rules.append(f"{t} must be > 0")
     if decision_us > 0 and tick_us > 0 and decision_us % tick_us:
         rules.append(f"{t} must divide {d}: remainder {decision_us % tick_us} us")
+    elif decision_us > 0 and tick_us > 0 and decision_us // tick_us > UINT32_MAX:
+        rules.append(f"{d} must be at most {UINT32_MAX} ticks of {t} (a step's tick count is a uint32 "
+                     f"in StepTiming): {decision_us // tick_us} ticks")
     if decision_us > 0:
         if camera_period_us < 0:
             rules.append(f"{_said('camera_period_us', camera_period_us)} must be >= 0 (0 = every step)")

@@ -51,6 +51,16 @@ def test_refuses_tick_that_does_not_divide_decision() -> None:
     assert "tick_us=30000" in info.value.detail and "decision_us=100000" in info.value.detail
 
 
+def test_refuses_more_ticks_a_step_than_step_timing_can_carry() -> None:
+    """StepTiming.ticks_per_step is a uint32: a step of 2^32 + 5 ticks was recorded as 5."""
+    assert build_contract(decision_us=2**32 - 1, tick_us=1).ticks_per_step == 2**32 - 1
+    with pytest.raises(RateNotMultiple) as info:
+        build_contract(decision_us=2**32 + 5, tick_us=1)
+    assert info.value.detail == (
+        "decision_us=4294967301 (4294.967301 s) must be at most 4294967295 ticks of tick_us=1 (0.000001 s) (a "
+        "step's tick count is a uint32 in StepTiming): 4294967301 ticks")
+
+
 def test_refuses_camera_period_of_0_0999_s() -> None:
     with pytest.raises(RateNotMultiple) as info:
         build_contract(decision_us=100_000, tick_us=10_000, camera_period_us=99_900, cameras=("front",))
