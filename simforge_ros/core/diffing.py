@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from itertools import zip_longest
 
 from simforge_ros.core.canonical import strip_wall
@@ -69,6 +70,9 @@ class DiffResult:
     b: object = None
     steps: int = 0
     frames_differ: bool = False  # the camera frames also differ at ``step``
+    # where in a step's causal order the field comes (step_difference): of several runs'
+    # differences at one step, the lowest is the step's first, whatever the runs' order
+    rank: int = dataclass_field(default=0, compare=False, repr=False)
 
 
 def _sections(record: Mapping[str, object], chains: bool = True) -> Iterator[tuple[str, str, object]]:
@@ -171,24 +175,27 @@ def step_difference(i: int, ra: Mapping[str, object], rb: Mapping[str, object],
     step_no = step if isinstance(step, int) and not isinstance(step, bool) else i
     # Both records yield the same sections in the same order (they only differ in count when one
     # timing is a mapping and the other is not, and that difference is found first).
-    for (category, path, va), (_, _, vb) in zip(_sections(ra, chains), _sections(rb, chains), strict=True):
+    rank = 0
+    for rank, ((category, path, va), (_, _, vb)) in enumerate(zip(_sections(ra, chains), _sections(rb, chains),
+                                                                  strict=True)):
         found = first_field_diff(path, va, vb)
         if found is not None:
             frames_differ = category == "frames" or any(
                 first_field_diff(k, ra.get(k, MISSING), rb.get(k, MISSING)) is not None
                 for k in ("frames", "frames_digest")
             )
-            return DiffResult(False, step_no, category, found[0], found[1], found[2], i, frames_differ)
+            return DiffResult(False, step_no, category, found[0], found[1], found[2], i, frames_differ, rank)
     extra = [k for k in ra if k not in _KNOWN] + [k for k in rb if k not in _KNOWN and k not in ra]
     for key in extra:
         if key == "wall" or key.startswith("wall_"):
             continue  # wall-clock time: never part of what a run computes
+        rank += 1
         found = first_field_diff(key, ra.get(key, MISSING), rb.get(key, MISSING))
         if found is not None:
-            return DiffResult(False, step_no, "other", found[0], found[1], found[2], i)
+            return DiffResult(False, step_no, "other", found[0], found[1], found[2], i, rank=rank)
     found = first_field_diff("digest", ra.get("digest", MISSING), rb.get("digest", MISSING)) if chains else None
     if found is not None:
-        return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i)
+        return DiffResult(False, step_no, "digest", found[0], found[1], found[2], i, rank=rank + 1)
     return None
 
 

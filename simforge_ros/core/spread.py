@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from types import MappingProxyType
 
-from simforge_ros.core.diffing import step_difference
+from simforge_ros.core.diffing import DiffResult, step_difference
 
 QUANTITIES: tuple[tuple[str, str], ...] = (
     ("state.pose.x_m", "m"),
@@ -70,6 +70,11 @@ _END: Mapping[str, object] = MappingProxyType({})  # past the end of a shorter r
 _CHAINS = ("digest", "frames_digest")  # a step record's chain digests
 
 
+def _first_of(found: Iterable[DiffResult | None]) -> DiffResult | None:
+    """The difference that comes first in a step's causal order, of several runs' (None: none)."""
+    return min((d for d in found if d is not None), key=lambda d: d.rank, default=None)
+
+
 def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
     """Walk the runs' step records side by side (one record of each at a time, so no run
     is held in memory) and measure how far apart they are.
@@ -95,12 +100,14 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
         step_no = step if isinstance(step, int) and not isinstance(step, bool) else common
         # what differs in the step itself (never wall time, nor the chains' digests, which
         # differ at every step after the first difference), named as diff names it
-        found = next((d for other in others if (d := step_difference(common, head, other, chains=False))), None)
+        # (of several runs' differences, the one diff ranks first: not the first run's found,
+        # which named action.steer_rad or state.pose.x_m by the order the runs were given in)
+        found = _first_of(step_difference(common, head, other, chains=False) for other in others)
         if found is not None:
             differing += 1
         elif first is None and any(head.get(k) != other.get(k) for other in others for k in _CHAINS):
             # the same step with other digests: an edited record, which diff names too
-            found = next((d for other in others if (d := step_difference(common, head, other))), None)
+            found = _first_of(step_difference(common, head, other) for other in others)
         if found is not None and first is None:
             first, first_field = step_no, found.field
         common += 1

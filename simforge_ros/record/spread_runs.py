@@ -68,9 +68,21 @@ def apart_from_steps(runs: Sequence[RunDir], result: SpreadResult) -> list[str]:
             if d is not None]
 
 
-def _contacts(runs: Sequence[RunDir]) -> list[object]:
-    """Each run's contact count, as its manifest has it (None where it has none)."""
-    return [(run.manifest.get("contacts") or {}).get("total") for run in runs]
+def _contacts(runs: Sequence[RunDir], harness: bool = False) -> list[object]:
+    """Each run's contacts the driver is counted for (its manifest's total less the harness
+    faults, which every rate keeps out), or with ``harness`` those caused by the scripted
+    traffic; None where the manifest has no count. A rear-ending scripted car and an ego
+    driving into a car counted the same ([1, 1]) and their spread hid the difference."""
+    counts: list[object] = []
+    for run in runs:
+        contacts = run.manifest.get("contacts")
+        total = contacts.get("total") if isinstance(contacts, dict) else None
+        faults = contacts.get("harness_faults", 0) if isinstance(contacts, dict) else None
+        if not isinstance(total, int) or not isinstance(faults, int):
+            counts.append(None)
+        else:
+            counts.append(faults if harness else total - faults)
+    return counts
 
 
 def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] | None = None) -> dict[str, Any]:
@@ -89,6 +101,7 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] |
         "position": {"value": result.position.value, "unit": "m", "step": result.position.step},
         "spread": {s.field: {"value": s.value, "unit": s.unit, "step": s.step} for s in result.fields},
         "contacts": _contacts(runs),
+        "harness_contacts": _contacts(runs, harness=True),
         "setup": [[{"field": f, "a": json_value(a), "b": json_value(b)}
                    for f, a, b in setup_differences(runs[0].manifest, run.manifest)] for run in runs[1:]],
     }
@@ -126,7 +139,10 @@ def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] 
                       + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in spread_out]
     contacts = _contacts(runs)
     if len(set(contacts)) > 1:
-        lines.append(f"contacts differ: {', '.join(str(c) for c in contacts)}")
+        lines.append(f"contacts differ (the driver's; harness faults kept out): {', '.join(map(str, contacts))}")
+    harness = _contacts(runs, harness=True)
+    if len(set(harness)) > 1:
+        lines.append(f"contacts the scripted traffic caused (harness faults) differ: {', '.join(map(str, harness))}")
     for run in runs[1:]:
         setup = describe_setup(setup_differences(runs[0].manifest, run.manifest))
         if setup:

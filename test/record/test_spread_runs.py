@@ -146,3 +146,34 @@ def test_a_run_stopped_before_step_0_beside_a_counted_one_is_said_to_have_no_ste
                                              "refused:participant_timeout at step 0"], out
     assert not any("engine" in line or "backend" in line for line in out), out
     assert out[3:] == ["stopped: set up differently: digests.weights ('ab12' vs None)"], out
+
+
+def test_contacts_the_harness_caused_are_kept_out_of_the_drivers_count(make_run, capsys):
+    """A scripted car rear-ending the ego and the ego driving into a car counted alike in
+    spread ([1, 1]); a harness-caused contact is kept out of every rate, and said apart."""
+    a, b = make_run("a", steps=40), make_run("b", steps=40)  # one contact each, at step 30, the ego's
+    manifest = json.loads((a / "manifest.json").read_text())
+    manifest["contacts"]["harness_faults"] = 1
+    manifest["contacts"]["events"][0]["harness_fault"] = True
+    (a / "manifest.json").write_text(json.dumps(manifest))
+    main([str(a), str(b), "--json"])  # (only the manifest is edited here: the bags are the same)
+    got = json.loads(capsys.readouterr().out)
+    assert (got["contacts"], got["harness_contacts"]) == ([0, 1], [1, 0])
+    main([str(a), str(b)])
+    out = capsys.readouterr().out.splitlines()
+    assert "contacts differ (the driver's; harness faults kept out): 0, 1" in out
+    assert "contacts the scripted traffic caused (harness faults) differ: 1, 0" in out
+
+
+def test_the_first_field_of_a_step_does_not_hang_on_the_order_the_runs_are_given_in(make_run, capsys):
+    """A run whose driver's steer and one whose observed speed differ at the same step:
+    the step's first field is the one diff ranks first (the state, before the controller
+    acting on it), whichever run comes second. It named action.steer_rad one way round."""
+    clean = make_run("clean", steps=20)
+    steer, speed = make_run("steer", steps=20, perturb_action_at=12), make_run("speed", steps=20, perturb_state_at=12)
+    named = []
+    for order in ((clean, steer, speed), (clean, speed, steer)):
+        assert main([*map(str, order), "--json"]) == 1
+        got = json.loads(capsys.readouterr().out)
+        named.append((got["first_step"], got["first_field"]))
+    assert named == [(12, "state.speed_mps"), (12, "state.speed_mps")]
