@@ -92,9 +92,14 @@ def spec_for(run: RunDir, params: Mapping[str, Mapping[str, Any]], out_dir: Path
         node: {name: value for name, value in values.items() if name not in SPEC_PARAMS.get(node, {})}
         for node, values in params.items()
     }
-    faults = bridge.get("faults") or []
-    if not isinstance(faults, list) or not all(isinstance(f, str) for f in faults):
-        raise RunDirError(run.path / PARAMS, f"sim_bridge.faults: expected a list of fault specs, got {faults!r}")
+    # every node's faults, as `simforge run --params-file` takes them: a fault edited into
+    # the driver's section only was dropped without a word, and the rerun "repeated"
+    faults: list[str] = []
+    for node in ("sim_bridge", *(n for n in params if n != "sim_bridge")):
+        given = params.get(node, {}).get("faults") or []
+        if not isinstance(given, list) or not all(isinstance(f, str) for f in given):
+            raise RunDirError(run.path / PARAMS, f"{node}.faults: expected a list of fault specs, got {given!r}")
+        faults += [f for f in given if f not in faults]
     # values go in as read_params checked them (naming the file); runner.node_params checks them together
     return RunSpec(
         scenario=bridge["scenario"],

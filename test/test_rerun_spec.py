@@ -136,6 +136,20 @@ def test_faults_that_are_not_a_list_of_specs_are_named(tmp_path: Path) -> None:
         spec_for(kept, params, tmp_path / "b", "b", "single")
 
 
+def test_a_fault_edited_into_any_nodes_section_is_rerun(tmp_path: Path) -> None:
+    """An edited params.yaml asks "what if": a fault put in the driver's section only was
+    dropped without a word (the rerun "repeated bit for bit"), where `simforge run
+    --params-file` takes every node's, as here."""
+    params = node_params(SPECS[0])
+    params["driver"]["faults"] = ["drop_frame@10"]
+    params["recorder"]["faults"] = ["drop_frame@10", "perturb_action=0.001@3"]
+    kept = SimpleNamespace(manifest={}, path=tmp_path)
+    assert spec_for(kept, params, tmp_path / "b", "b", "single").faults == ("drop_frame@10", "perturb_action=0.001@3")
+    params["driver"]["faults"] = "drop_frame@10"
+    with pytest.raises(RunDirError, match=r"driver\.faults: expected a list of fault specs, got 'drop_frame@10'"):
+        spec_for(kept, params, tmp_path / "b", "b", "single")
+
+
 def test_an_outcome_without_a_chain_says_so() -> None:
     from simforge_ros.rerun import _outcome
 
