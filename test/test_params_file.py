@@ -255,6 +255,17 @@ def test_a_parameter_given_twice_is_named_with_both_lines(tmp_path):
                               "'decision_us' twice in one mapping (first on line 3)\"")
 
 
+@pytest.mark.parametrize(("key", "kind"), [("? [a, b]\n    : 3", "list"), ("{a: 1}: 3", "mapping")])
+def test_a_key_that_is_no_name_is_named_with_its_line(tmp_path, key, kind):
+    """A list or mapping as a key was unhashable: "unexpected error: TypeError", exit 1,
+    with the file unnamed (scenario files already refused it)."""
+    path = _write(tmp_path, f"clock_master:\n  ros__parameters:\n    {key}\n")
+    with pytest.raises(ConfigError) as err:
+        read_params_file(path)
+    assert str(err.value).startswith(f"{path}: file: expected a YAML ROS 2 parameter file, got \"line 3, column ")
+    assert str(err.value).endswith(f"a key that is a {kind} (ROS 2's parameter parser takes names as keys)\"")
+
+
 def test_the_command_line_wins_and_a_period_in_one_unit_replaces_the_other():
     base = {"clock_master": {"decision_us": 200_000, "seed": 1}, "sim_bridge": {"tick_s": 0.04}}
     over = {"clock_master": {"decision_s": 0.3}, "sim_bridge": {"tick_us": 20_000, "width": 64}}

@@ -148,6 +148,10 @@ class RclLoader(UniqueKeyLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[str, yaml.Mark] = {}
         for key, _ in node.value:  # by text, as rcl reads keys: "decision_us" and decision_us are one
+            if not isinstance(key, yaml.ScalarNode):  # `? [a, b]`: unhashable, it ended in "unexpected error"
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a key that is a {'list' if isinstance(key, yaml.SequenceNode) else 'mapping'} "
+                                "(ROS 2's parameter parser takes names as keys)", key.start_mark)
             if isinstance(key, yaml.ScalarNode):
                 first = seen.setdefault(key.value, key.start_mark)
                 if first is not key.start_mark:

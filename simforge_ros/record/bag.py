@@ -80,6 +80,10 @@ class BagError(SimforgeError):
     """A bag that is missing, truncated or unreadable; the message names the file."""
 
 
+class BagWriteError(BagError):
+    """Writing a bag failed (a full disk): the writer's failure, not bad input."""
+
+
 def msg_dirs() -> list[Path]:
     """Where the .msg definitions are: the source tree's, an install's share/simforge_ros/msg
     (colcon's prefix above the package, or sys.prefix's: simforge_ros.resources)."""
@@ -384,7 +388,8 @@ class BackgroundBagWriter:
 
     def _check(self) -> None:
         if self._error is not None:
-            raise BagError(f"writing the bag failed: {type(self._error).__name__}: {self._error}") from self._error
+            raise BagWriteError(f"writing the bag failed: {type(self._error).__name__}: {self._error}") \
+                from self._error
 
     def _run(self, opened: threading.Event) -> None:
         try:

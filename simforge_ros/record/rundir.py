@@ -320,6 +320,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     except _DuplicateKey as err:
         said = f"the key {err.key!r} twice in one object (edited? the last would silently win)"
         raise RunDirError(path, said) from err
+    except RecursionError as err:  # ~1 000 nested brackets: "unexpected error: RecursionError"
+        raise RunDirError(path, "not a manifest: nested deeper than Python's JSON parser goes (corrupt?)") from err
     if not isinstance(manifest, dict):
         raise RunDirError(path, f"not a JSON object (got {type(manifest).__name__})")
     problems = manifest_problems(manifest)
@@ -552,6 +554,9 @@ def _checked_record(path: Path, line: bytes, index: int, last: bool) -> dict[str
     except json.JSONDecodeError as err:
         why = "(truncated?)" if last else f"({err.msg} at column {err.colno})"
         raise RunDirError(path, f"line {lineno}: not valid JSON {why}") from err
+    except RecursionError as err:
+        raise RunDirError(path, f"line {lineno}: not a step record: nested deeper than Python's JSON parser goes "
+                                "(corrupt?)") from err
     if not isinstance(record, dict):
         raise RunDirError(path, f"line {lineno}: not a JSON object (got {type(record).__name__})")
     problems = step_problems(record, index)

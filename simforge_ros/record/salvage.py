@@ -35,7 +35,7 @@ from simforge_ros.core.diffing import MISSING, first_field_diff, format_value
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
 from simforge_ros.core.limits import IMAGE_SIDE
 from simforge_ros.isolation import check_rmw
-from simforge_ros.record.bag import BagError
+from simforge_ros.record.bag import BagError, BagWriteError
 from simforge_ros.record.bag_structure import MAGIC as MCAP_MAGIC
 from simforge_ros.record.bag_structure import (
     OP_CHANNEL,
@@ -447,15 +447,31 @@ def _ended(run: Path) -> dict[str, Any]:
     else:
         why = "the recorder was killed"
     try:  # the runner's, when it refused the run itself (a participant killed before step 0)
-        refusal = json.loads((run / RUNNER_REFUSAL).read_text())
-    except (OSError, ValueError):
-        refusal = None
-    if not isinstance(refusal, dict):
+        refusal = _as_refusal(json.loads((run / RUNNER_REFUSAL).read_text()))
+    except (OSError, ValueError, RecursionError):
+        refusal = {}
+    if not refusal:
         try:
-            refusal = (read_outcome(run / "logs" / "clock_master.log") or {}).get("refusal")
-        except json.JSONDecodeError:
-            refusal = None
-    return {**(refusal if isinstance(refusal, dict) else {}), "why": why}
+            refusal = _as_refusal((read_outcome(run / "logs" / "clock_master.log") or {}).get("refusal"))
+        except (OSError, ValueError, RecursionError, AttributeError):
+            refusal = {}
+    return {**refusal, "why": why}
+
+
+def _as_refusal(said: object) -> dict[str, Any]:
+    """The fields of a refusal a log holds that a manifest can: a ``code``, a ``step`` >= -1
+    and a ``detail``. A log cut or edited ("step": "x", or 1e999) ended salvage in
+    "unexpected error: ValueError", or blamed the salvaged manifest for it."""
+    if not isinstance(said, dict):
+        return {}
+    kept: dict[str, Any] = {}
+    if isinstance(code := said.get("code"), str) and code:
+        kept["code"] = code
+    if isinstance(step := said.get("step"), int) and not isinstance(step, bool) and step >= -1:
+        kept["step"] = step
+    if isinstance(detail := said.get("detail"), str):
+        kept["detail"] = detail
+    return kept if "code" in kept else {}
 
 
 _EACH_STEP = (topics.ODOM, topics.TF, topics.GROUND_TRUTH, topics.MARKERS)
@@ -639,11 +655,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SalvageError as err:
         say("salvage", err)
         return EXIT_FAILURE
+    except BagWriteError as err:  # a full disk, as OSError below: it said so as bad input (exit 2), unnamed
+        say("salvage", f"{out}: writing the salvaged run failed: {err}")
+        return EXIT_FAILURE
     except SimforgeError as err:
         say("salvage", err)
         return EXIT_USAGE
     except OSError as err:  # writing the salvaged run (a full disk): nothing of it is left
-        say("salvage", f"{args.out or run}: writing the salvaged run failed: {err}")
+        say("salvage", f"{out}: writing the salvaged run failed: {err}")
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(report, sort_keys=True))

@@ -384,3 +384,18 @@ def test_a_key_given_twice_in_the_manifest_is_named(make_run: MakeRun) -> None:
     text = path.read_text()
     path.write_text(text.replace('"status": "counted"', '"status": "refused", "status": "counted"', 1))
     assert error_of(run) == (f"{path}: the key 'status' twice in one object (edited? the last would silently win)")
+
+
+@pytest.mark.parametrize("where", ["manifest.json", "steps.jsonl"])
+def test_json_nested_past_the_parsers_depth_is_named_not_a_recursion_error(make_run: MakeRun, where: str) -> None:
+    """100 000 brackets ended every tool in "unexpected error: RecursionError"."""
+    run = make_run()
+    deep = "[" * 100_000
+    if where == "manifest.json":
+        (run / where).write_text(deep)
+        assert error_of(run) == (f"{run / where}: not a manifest: nested deeper than Python's JSON parser goes "
+                                 "(corrupt?)")
+    else:
+        set_lines(run, lambda lines: lines.__setitem__(3, deep))
+        assert error_of(run) == (f"{run / where}: line 4: not a step record: nested deeper than Python's JSON parser "
+                                 "goes (corrupt?)")

@@ -172,3 +172,46 @@ def test_what_the_last_salvaged_step_lacks_is_named() -> None:
     assert lacking({topics.CLOCK, topics.GROUND_TRUTH}, {topics.CLOCK}) == []
     assert lacking({topics.CLOCK}, {topics.CLOCK, topics.GROUND_TRUTH, topics.MARKERS}) == [
         topics.GROUND_TRUTH, topics.MARKERS]
+
+
+@pytest.mark.parametrize(("said", "kept"), [
+    ({"code": "participant_timeout", "step": 7, "detail": "driver"}, {"code": "participant_timeout", "step": 7,
+                                                                      "detail": "driver"}),
+    ({"code": "participant_timeout", "step": "x"}, {"code": "participant_timeout"}),
+    ({"code": "participant_timeout", "step": -99}, {"code": "participant_timeout"}),
+    ({"code": 42, "step": 3}, {}),
+    (["not", "a", "refusal"], {}),
+])
+def test_a_refusal_a_killed_recorders_log_holds_is_taken_as_far_as_a_manifest_can_hold_it(tmp_path, said, kept):
+    """A refusal cut or edited in the run's logs ("step": "x", 1e999) ended salvage in
+    "unexpected error: ValueError", or ("code": 42, "step": -99) blamed the salvaged
+    manifest it was about to write; what of it a manifest can hold is taken."""
+    import json
+
+    from simforge_ros.record.rundir import RUNNER_REFUSAL
+    from simforge_ros.record.salvage import _ended
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / RUNNER_REFUSAL).write_text(json.dumps(said))
+    assert _ended(tmp_path) == {**kept, "why": "the recorder was killed"}
+    (tmp_path / RUNNER_REFUSAL).write_text('{"code": "time_drift", "step": 1e999}')
+    assert _ended(tmp_path) == {"code": "time_drift", "why": "the recorder was killed"}
+
+
+def test_a_salvaged_bag_the_disk_cannot_hold_exits_1_naming_where(tmp_path, monkeypatch, capsys):
+    """A full disk while writing the salvaged bag said "writing the bag failed" as bad input
+    (exit 2) and named no path; the README gives a write that fails later exit 1."""
+    from simforge_ros.record import salvage as salvage_module
+    from simforge_ros.record.bag import BagWriteError
+
+    run = tmp_path / "run"
+    run.mkdir()
+
+    def full_disk(_run, _out):
+        raise BagWriteError("writing the bag failed: OSError: [Errno 28] No space left on device")
+
+    monkeypatch.setattr(salvage_module, "salvage", full_disk)
+    monkeypatch.setattr(salvage_module, "check_rmw", lambda: None)
+    assert salvage_module.main([str(run), "--out", str(tmp_path / "kept")]) == 1
+    assert capsys.readouterr().err == (f"simforge salvage: {tmp_path / 'kept'}: writing the salvaged run failed: "
+                                       "writing the bag failed: OSError: [Errno 28] No space left on device\n")
