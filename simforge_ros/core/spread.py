@@ -6,7 +6,9 @@ first differing step says where, not by how much: ranking controllers on runs wh
 repeats end up centimetres apart ranks the noise. This walks the step records of several
 runs side by side and keeps, for each quantity a ranking would use, the largest spread
 (max - min over the runs at one step) and its step, and the largest distance between two
-runs' ego positions. Pure: no rclpy, no clock.
+runs' ego positions; and, for per-run metrics a ranking could use (distance travelled,
+mean speed, steps recorded), each run's value with the mean's 95 % interval over the runs.
+Pure: no rclpy, no clock.
 """
 
 from __future__ import annotations
@@ -39,6 +41,40 @@ class Spread:
     step: int | None  # None: no step compared
 
 
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045,
+         2.042)
+"""Student's t, two-sided 95 %, for 1 to 30 degrees of freedom (past 30: 30's, a little wide)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One per-run metric over the runs: each run's value, their mean, sample standard
+    deviation and the half-width of the mean's 95 % interval (Student's t): the uncertainty
+    to rank on, as the article asks, never a single run's value."""
+
+    name: str
+    unit: str
+    values: tuple[float, ...]
+    mean: float
+    sd: float
+    ci95: float
+
+
+def estimate(name: str, unit: str, values: Sequence[float]) -> Estimate:
+    """The Estimate of ``values`` (two or more runs').
+
+    Raises:
+        ValueError: fewer than two values.
+    """
+    n = len(values)
+    if n < 2:
+        raise ValueError(f"an estimate over runs needs two runs or more, got {n}")
+    mean = math.fsum(values) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    return Estimate(name, unit, tuple(values), mean, sd, _T975[min(n - 1, len(_T975)) - 1] * sd / math.sqrt(n))
+
+
 @dataclass(frozen=True)
 class SpreadResult:
     """How far apart the runs' common steps are."""
@@ -51,6 +87,8 @@ class SpreadResult:
     differing_steps: int  # common steps where any run differs from the first (the chains' digests aside)
     position: Spread  # the largest distance between two runs' ego positions at one step
     fields: tuple[Spread, ...]  # per QUANTITIES, in order
+    # per-run metrics over each run's own recorded steps, with their uncertainty over the runs
+    metrics: tuple[Estimate, ...] = ()
 
     @property
     def identical(self) -> bool:
@@ -90,9 +128,21 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
     common = differing = 0
     first: int | None = None
     first_field: str | None = None
+    travelled = [0.0] * len(runs)  # each run's path length over its own steps
+    speeds = [0.0] * len(runs)
+    last: list[tuple[float, float] | None] = [None] * len(runs)
     for records in zip_longest(*runs, fillvalue=_END):
         for i, record in enumerate(records):
-            counts[i] += record is not _END
+            if record is _END:
+                continue
+            counts[i] += 1
+            x, y = _value(record, "state.pose.x_m"), _value(record, "state.pose.y_m")
+            if x is not None and y is not None:
+                before = last[i]
+                if before is not None:
+                    travelled[i] += math.dist(before, (x, y))
+                last[i] = (x, y)
+            speeds[i] += _value(record, "state.speed_mps") or 0.0
         if any(record is _END for record in records):
             continue  # past a shorter run: only counted
         head, others = records[0], records[1:]
@@ -128,4 +178,7 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
         differing_steps=differing,
         position=Spread("position", "m", position[0], position[1]),
         fields=tuple(Spread(path, unit, best[path][0], best[path][1]) for path, unit in QUANTITIES),
+        metrics=(estimate("distance travelled", "m", travelled),
+                 estimate("mean speed", "m/s", [s / c if c else 0.0 for s, c in zip(speeds, counts, strict=True)]),
+                 estimate("steps recorded", "steps", [float(c) for c in counts])),
     )

@@ -19,7 +19,7 @@ from typing import Any
 
 from simforge_ros.core.diffing import describe as describe_difference
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
-from simforge_ros.core.spread import SpreadResult, spread
+from simforge_ros.core.spread import Estimate, SpreadResult, estimate, spread
 from simforge_ros.record.diff_runs import (
     WALL_KEYS,
     DiffRefused,
@@ -85,6 +85,15 @@ def _contacts(runs: Sequence[RunDir], harness: bool = False) -> list[object]:
     return counts
 
 
+def metrics(runs: Sequence[RunDir], result: SpreadResult) -> list[Estimate]:
+    """The per-run metrics with their uncertainty over the runs: those of the step records
+    (core.spread), and the driver's contacts where every manifest counts them."""
+    contacts = _contacts(runs)
+    counted = [c for c in contacts if isinstance(c, int)]
+    more = [estimate("contacts (the driver's)", "", counted)] if len(counted) == len(runs) else []
+    return [*result.metrics, *more]
+
+
 def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] | None = None) -> dict[str, Any]:
     """The --json form; ``apart`` is apart_from_steps(runs, result), found here when not given."""
     apart = apart_from_steps(runs, result) if apart is None else apart
@@ -102,6 +111,8 @@ def to_json(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] |
         "spread": {s.field: {"value": s.value, "unit": s.unit, "step": s.step} for s in result.fields},
         "contacts": _contacts(runs),
         "harness_contacts": _contacts(runs, harness=True),
+        "metrics": {m.name: {"unit": m.unit, "values": list(m.values), "mean": m.mean, "sd": m.sd, "ci95": m.ci95}
+                    for m in metrics(runs, result)},
         "setup": [[{"field": f, "a": json_value(a), "b": json_value(b)}
                    for f, a, b in setup_differences(runs[0].manifest, run.manifest)] for run in runs[1:]],
     }
@@ -137,6 +148,11 @@ def describe(runs: Sequence[RunDir], result: SpreadResult, apart: Sequence[str] 
             lines.append("largest spread over the runs at one step (max - min):")
             lines += [f"  {'ego position' if s.field == 'position' else s.field:20s} {s.value:.6g} {s.unit}"
                       + (" apart" if s.field == "position" else "") + f" at step {s.step}" for s in spread_out]
+    if result.common and (not result.identical or apart):  # (identical: every one the same, said above)
+        lines.append(f"per run, over the {result.runs} runs (mean ± the half-width of its 95 % interval; sd; lowest "
+                     "to highest): rank on these, never on one run")
+        lines += [f"  {m.name:24s} {m.mean:.6g}{' ' + m.unit if m.unit else ''} ± {m.ci95:.3g} (sd {m.sd:.3g}; "
+                  f"{min(m.values):.6g} to {max(m.values):.6g})" for m in metrics(runs, result)]
     contacts = _contacts(runs)
     if len(set(contacts)) > 1:
         lines.append(f"contacts differ (the driver's; harness faults kept out): {', '.join(map(str, contacts))}")

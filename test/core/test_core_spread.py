@@ -109,3 +109,31 @@ def test_the_chains_digests_that_differ_after_a_difference_are_not_differing_ste
         a[k] = dict(a[k], frames_digest=f"f{k}")
     result = spread([a, b])
     assert (result.first_step, result.first_field, result.differing_steps) == (2, "state.steer_rad", 1)
+
+
+def test_an_estimate_gives_the_mean_its_sample_sd_and_its_95_percent_interval():
+    """The uncertainty to rank on (the article: "an uncertainty estimate for the metric
+    being ranked, never a single run"): Student's t with n - 1 degrees of freedom."""
+    from simforge_ros.core.spread import estimate
+
+    got = estimate("distance", "m", [10.0, 12.0, 14.0])
+    assert (got.mean, got.sd) == (12.0, 2.0)
+    assert got.ci95 == pytest.approx(4.303 * 2.0 / math.sqrt(3))  # t(0.975, 2 df)
+    assert estimate("d", "m", [1.0, 1.0]).ci95 == 0.0
+    many = estimate("d", "m", [float(i % 2) for i in range(50)])  # past 30 df: 30's t, a little wide
+    assert many.ci95 == pytest.approx(2.042 * many.sd / math.sqrt(50))
+    with pytest.raises(ValueError):
+        estimate("d", "m", [1.0])
+
+
+def test_per_run_metrics_are_over_each_runs_own_steps():
+    """Distance travelled and mean speed of each run, over all of its own recorded steps
+    (a run refused early has travelled less), and how many it recorded."""
+    short = [_record(k, speed=2.0) for k in range(5)]  # x = k
+    long = [_record(k, x=float(k), speed=4.0) for k in range(9)]  # x = 2k
+    result = spread([short, long])
+    by_name = {m.name: m for m in result.metrics}
+    assert by_name["distance travelled"].values == (4.0, 16.0)
+    assert by_name["mean speed"].values == (2.0, 4.0)
+    assert by_name["steps recorded"].values == (5.0, 9.0)
+    assert by_name["distance travelled"].mean == 10.0

@@ -177,3 +177,23 @@ def test_the_first_field_of_a_step_does_not_hang_on_the_order_the_runs_are_given
         got = json.loads(capsys.readouterr().out)
         named.append((got["first_step"], got["first_field"]))
     assert named == [(12, "state.speed_mps"), (12, "state.speed_mps")]
+
+
+def test_runs_that_differ_give_each_metric_with_its_uncertainty(make_run, capsys):
+    """Not a single run's figure: each per-run metric over the runs, with the half-width
+    of its mean's 95 % interval."""
+    runs = [make_run("base", steps=40), make_run("n1", steps=40, perturb_action_at=12),
+            make_run("n2", steps=40, perturb_action_at=20)]
+    assert main([*map(str, runs), "--json"]) == 1
+    got = json.loads(capsys.readouterr().out)["metrics"]
+    assert set(got) == {"distance travelled", "mean speed", "steps recorded", "contacts (the driver's)"}
+    assert got["steps recorded"] == {"unit": "steps", "values": [40, 40, 40], "mean": 40, "sd": 0, "ci95": 0}
+    assert got["contacts (the driver's)"]["values"] == [1, 1, 1]
+    distance = got["distance travelled"]
+    assert len(set(distance["values"])) > 1 and distance["sd"] > 0 and distance["ci95"] > distance["sd"]
+    assert main(list(map(str, runs))) == 1
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("per run, over the 3 runs (mean ± the half-width of its 95 % interval; sd; lowest to highest): "
+                   "rank on these, never on one run")
+    assert out[at + 1].split()[:3] == ["distance", "travelled", f"{distance['mean']:.6g}"]
+    assert out[at + 3] == "  steps recorded           40 steps ± 0 (sd 0; 40 to 40)"
