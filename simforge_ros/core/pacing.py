@@ -7,8 +7,8 @@ simulation seconds a wall second may hold, as Gazebo's real-time factor and
 ``ros2 bag play --rate``. 0 (the default) leaves the run unpaced.
 
 Pacing only ever delays a step's request: what a step computes, and every digest, is the
-same at any factor. The deadlines count from one wall origin (the moment step 0's world
-was answered), not from the previous step, so a step that took longer than its share does
+same at any factor. The deadlines count from one wall origin (the moment step 0 was done:
+its time is start-up's), not from the previous step, so a step that took longer than its share does
 not push every later one back: the run catches up, then keeps pace again (no faster than,
 never "exactly at"). The wall clock is read by the caller; this module only does the
 arithmetic, in integer nanoseconds.
@@ -40,7 +40,7 @@ class Pacer:
         return self.factor > 0
 
     def start(self, wall_ns: int) -> None:
-        """Take ``wall_ns`` as the wall time of simulation time 0 (once step 0 is answered)."""
+        """Take ``wall_ns`` as the wall time of simulation time 0 (once step 0 is done)."""
         self._origin_ns = wall_ns
 
     def hold(self, held_ns: int) -> None:

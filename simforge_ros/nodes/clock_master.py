@@ -712,6 +712,13 @@ class ClockMaster:
     def wait_turn(self, request: StepRequest) -> None:
         """Hold before this step when asked (/simforge/pause, hold_at_step), and keep to
         real_time_factor; the loop times neither as the bridge's Step."""
+        if request.step == 1 and self._pacer.paced:
+            # the pace counts from the end of step 0: its time (the scenario's load, a first
+            # answer lost while discovery still matches the service, resent 1 s later) is
+            # start-up, not a step that took longer than its share; counted from the reset's
+            # answer, a slow step 0 left the steps after it unpaced, rushing to catch it up (a
+            # CI run of 12 steps at 2x waited 0 ns in all)
+            self._pacer.start(time.perf_counter_ns())
         if request.step == self._hold_before:
             self._paused = True
             self._hold_before = -1  # done: a resume now lets the run go to its end
@@ -735,8 +742,6 @@ class ClockMaster:
             before = request.reset and response.refusal_code == RateNotMultiple.code
             raise refusal_from_code(response.refusal_code, -1 if before else request.step,
                                     f"sim_bridge: {response.detail or 'no detail'}")
-        if request.reset:  # the world is at t(0) now: the pace counts from here
-            self._pacer.start(time.perf_counter_ns())
         # The observed state is published from here, not by the bridge before it answers,
         # where it lengthened every step by a publish (2 000-step runs, recorder on, old and
         # new interleaved: processes per-step median x0.92 over 11 pairs, 0.66-1.20 in this

@@ -57,3 +57,19 @@ def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path, capfd):
     # the pace is the loop's own wait, not the bridge's: each Step was timed at 50 ms
     bridge_ms = sorted(s["wall"]["wall_bridge_ns"] / 1e6 for s in steps_of(paced)[1:])
     assert bridge_ms[len(bridge_ms) // 2] < 0.5 * DECISION_US / 1e3 / FACTOR, bridge_ms
+
+
+def test_a_slow_step_0_is_start_up_and_is_not_caught_up(tmp_path):
+    """Step 0's first Decide answer lost (as while discovery still matches the service) is
+    sent again 1 s later. Counted from the reset's answer, the pace then left every later
+    step of a 12-step run at 2x unpaced, rushing to catch step 0 up (a CI run waited 0 ns
+    in all); it counts from the end of step 0."""
+    seen: list[tuple[int, int]] = []
+    paced = lockstep(tmp_path, steps=STEPS, layout="single", faults=("lose_answer=driver@0",),
+                     sets={"clock_master": {"real_time_factor": FACTOR}},
+                     on_step=lambda k, _n: seen.append((k, time.perf_counter_ns())))
+    assert paced.status == "counted" and [k for k, _ in seen] == list(range(STEPS))
+    t0 = seen[0][1]  # step 0 done, after the repeat
+    for k, at in seen[1:]:  # each step at its simulation time from there, at the factor, never before
+        assert at - t0 >= k * DECISION_US * 1000 / FACTOR, (k, (at - t0) / 1e9)
+    assert paced.wall is not None and paced.wall["paced_ns"] > 0
