@@ -230,6 +230,14 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     if not ok and item.kind == "float" and isinstance(value, str) and _non_finite(value):
         # "nan", "inf": strings to PyYAML (its floats are .nan, .inf), floats all the same
         raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
+    if not ok and item.kind == "int" and isinstance(value, float) and math.isfinite(value) and value.is_integer() \
+            and not INT64[0] <= value <= INT64[1]:
+        # an integer past int64, which rcl reads as a double: "expected a value of type int,
+        # got 9.223372036854776e+18" named a float the user never typed
+        low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
+        high = item.maximum if item.maximum is not None else INT64[1]
+        raise ConfigError.single(source, f"{node}.{name}", f"an integer in [{low}, {high}] (one past int64 is read "
+                                 "as a double by ROS 2)", Printed(f"{value:.0f}") if abs(value) < 1e21 else value)
     if not ok:
         raise ConfigError.single(source, f"{node}.{name}", item.expected(), value)
     if item.kind == "float" and not math.isfinite(value):

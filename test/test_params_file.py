@@ -541,6 +541,10 @@ def test_the_nodes_choices_in_a_file_are_named_at_once_with_its_types(tmp_path, 
     # seconds past a day: its microseconds overflowed int64 deep in rclpy (SystemError, exit 1)
     (["clock_master.decision_s=1e13"], "clock_master.decision_s: expected a number <= 86400"),
     (["sim_bridge.camera_period_s=1e13"], "sim_bridge.camera_period_s: expected a number <= 86400"),
+    # one past int64 is a double to rcl: "expected a value of type int, got 9.223372036854776e+18"
+    (["clock_master.decision_us=9223372036854775808"],
+     "clock_master.decision_us: expected an integer in [1, 86400000000] (one past int64 is read as a double by ROS "
+     "2), got 9223372036854775808"),
     (["clock_master.decision_us=9223372036854760000", "sim_bridge.tick_us=9223372036854760000"],
      "clock_master.decision_us: expected an integer in [1, 86400000000]"),
     # --latency-ms was dropped unsaid for the seconds twin
@@ -550,7 +554,7 @@ def test_the_nodes_choices_in_a_file_are_named_at_once_with_its_types(tmp_path, 
                                                           "map_frame (map)"),
     (["sim_bridge.map_frame=chase"], "sim_bridge.map_frame: expected a frame other than a rendered camera's"),
     (["sim_bridge.base_frame=front"], "sim_bridge.base_frame: expected a frame other than a rendered camera's"),
-], ids=["decision_s", "camera_period_s", "decision_us", "latency_s", "map-is-base", "map-is-camera",
+], ids=["decision_s", "camera_period_s", "past-int64", "decision_us", "latency_s", "map-is-base", "map-is-camera",
         "base-is-camera"])
 def test_values_that_broke_a_run_are_usage_errors(tmp_path, capsys, sets, said):
     argv = ["run", "right_turn", "--steps", "5", "--latency-ms", "300", "--out", str(tmp_path / "runs")]
