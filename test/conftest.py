@@ -25,8 +25,19 @@ def ros_lease(tmp_path) -> Iterator[object]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """This session's private ROS log dir goes with it when every test passed (kept for a
-    look otherwise): 230 of them had piled up in /tmp."""
+    """A skipped test is not a passing one: a session that skipped any (a test module's
+    dependency missing, ``pytest.importorskip``; a disk of its own not made) fails, naming
+    them, instead of passing with them left out. This session's private ROS log dir goes
+    with it when every test passed (kept for a look otherwise): 230 of them had piled up in
+    /tmp."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped and exitstatus == 0:
+        names = sorted({getattr(report, "nodeid", "") or str(getattr(report, "fspath", "")) for report in skipped})
+        print(f"\nconftest: {len(skipped)} skipped: a skipped test is not a passing one; fix what it needs:\n  "
+              + "\n  ".join(names))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        exitstatus = session.exitstatus
     if exitstatus == 0:
         import shutil
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from simforge_ros.core.canonical import MAGIC, encode, feed, strip_wall, to_plain
+from simforge_ros.core.canonical import MAGIC, encode, encode_general, feed, strip_wall, to_plain
 from simforge_ros.core.values import Action, FrameStamp, Pose2D, TrajectoryPoint
 
 _ENCODED_ELSEWHERE = """
@@ -302,3 +302,31 @@ class _Holder:
 
 def test_plain_dataclass_tuples_become_lists() -> None:
     assert to_plain(_Holder((1, 2))) == {"items": [1, 2]}
+
+
+@pytest.mark.parametrize(("value", "hex_after_magic"), [
+    (None, "4e"),
+    (False, "46"),
+    (True, "54"),
+    (0, "49" "0000000000000001" "00"),
+    (-129, "49" "0000000000000002" "ff7f"),
+    (2**64 - 1, "49" "0000000000000009" "00ffffffffffffffff"),
+    (-0.0, "44" "8000000000000000"),
+    ("é", "53" "0000000000000002" "c3a9"),
+    (b"\x00\xff", "42" "0000000000000002" "00ff"),
+    ([1, None], "4c" "0000000000000002" "49" "0000000000000001" "01" "4e"),
+    ({"b": True, "a": 2}, "4d" "0000000000000002" "53" "0000000000000001" "61" "49" "0000000000000001" "02"
+                          "53" "0000000000000001" "62" "54"),
+    (np.array([[1, 2]], dtype="<i2"), "41" "53" "0000000000000002" "6932" "0000000000000002" "0000000000000001"
+                                      "0000000000000002" "0000000000000004" "00010002"),
+])
+def test_the_bytes_are_the_documented_format_version_1(value: object, hex_after_magic: str) -> None:
+    """Pinned by hand from the module's format table, not from encode's own output: a
+    changed length order (">Q" to "<Q") or magic byte passed every test that compared
+    encode with encode, and would have made every kept run's digests unverifiable."""
+    expected = b"SFC\x01" + bytes.fromhex(hex_after_magic)
+    assert encode(value) == expected
+    assert encode_general(value) == expected
+    sink = hashlib.sha256()
+    feed(sink, value)
+    assert sink.digest() == hashlib.sha256(expected).digest()

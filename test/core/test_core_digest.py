@@ -110,3 +110,19 @@ def test_frames_chain() -> None:
     assert chain.hexdigest == d2 and chain.steps == 2 and chain.last_step == 2
     with pytest.raises(ValueError):
         chain.add(2, {})
+
+
+def test_guards_the_chains_and_the_frame_header_cache_document() -> None:
+    """Each guard a docstring promises, held to: found unheld by removing it (test audit)."""
+    from simforge_ros.core.digest import FramesChain, StepChain, frame_header
+
+    # the cache is typed: a header of width True must not be served the one of width 1
+    assert frame_header("rgb8", 1, 2, 3) == encode(["rgb8", 1, 2, 3])
+    assert frame_header("rgb8", True, 2, 3) == encode(["rgb8", True, 2, 3]) != frame_header("rgb8", 1, 2, 3)
+    chain = StepChain()
+    with pytest.raises(ValueError, match="step False added to a chain expecting step 0"):
+        chain.add_record(False, {"step": False})  # bool is no step, though False == 0
+    frames = FramesChain()
+    for bad in (-1, True):
+        with pytest.raises(ValueError, match="step must be an int >= 0"):
+            frames.add(bad, {"front": "ab"})

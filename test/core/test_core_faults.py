@@ -147,3 +147,15 @@ def test_faults_a_counted_run_never_reached_are_named() -> None:
     # the recorder's one answer is to Finish of K steps: it fires only when the run has K
     assert [f.spec() for f in plan.unfired(4)] == ["lose_answer=recorder@3", "lose_answer=driver@9"]
     assert FaultPlan.parse(["rig_offset=1000000,0", "perturb_state=-1e6@0"])  # the bounds themselves parse
+
+
+def test_one_node_killed_or_stalled_twice_is_a_collision_and_offsets_are_bounded_both_ways() -> None:
+    """A node can die once (kill or stall at two steps collide); a time offset of more than
+    a day is refused whichever its sign."""
+    with pytest.raises(ConfigError, match="at most one"):
+        FaultPlan.parse(["kill=driver@3", "kill=driver@7"])
+    assert len(FaultPlan.parse(["kill=driver@3", "kill=sim_bridge@7"]).faults) == 2
+    for us in (86_400_000_001, -86_400_000_001):
+        with pytest.raises(ConfigError, match="within"):
+            parse_fault(f"time_offset={us}@2")
+    assert parse_fault("time_offset=-86400000000@2").offset_us == -86_400_000_000

@@ -182,6 +182,19 @@ def test_an_answer_for_another_step_is_refused() -> None:
     assert progress.steps_done == 4
 
 
+@pytest.mark.parametrize(("changed", "said"), [
+    ({"decided_step": 3}, "driver answered for step 4 (decided 3, t=400000 us)"),
+    ({"t_us": 399_999}, "driver answered for step 4 (decided 4, t=399999 us)"),
+])
+def test_an_answer_naming_another_decision_or_time_is_refused(changed: dict[str, int], said: str) -> None:
+    """Each of the three names an answer carries is checked on its own: one that moved
+    only its decided step or only its time was recorded and hashed as step 4's."""
+    participants = Direct({4: lambda a: dataclasses.replace(a, **changed)})
+    with pytest.raises(ParticipantError) as info:
+        run_lockstep(LoopConfig(steps=10), participants, Sink(), progress=LoopProgress())
+    assert info.value.step == 4 and info.value.detail.startswith(said), info.value.detail
+
+
 def test_the_loops_own_waits_come_before_each_step_and_are_no_participants_time() -> None:
     """A hold on /simforge/pause or a real-time pace happened inside the Step call and
     was timed as the bridge's: a 40 s hold read wall_bridge_ns 40.7 s at its step."""
@@ -199,10 +212,15 @@ def test_the_loops_own_waits_come_before_each_step_and_are_no_participants_time(
             now[0] += 7
             return super().step(request)
 
+        def decide(self, request: Any) -> Any:
+            now[0] += 30
+            return super().decide(request)
+
     participants, sink = Waiting(), Sink()
     run_lockstep(LoopConfig(steps=5), participants, sink, wall_ns)
     assert participants.turns == [1, 2, 3, 4]  # before every step but the reset
     assert [timing.wall_bridge_ns for timing, *_ in sink.records] == [7] * 5
+    assert [timing.wall_driver_ns for timing, *_ in sink.records] == [30] * 5  # the Decide call alone
     # nor the step's: a 22 s hold made a run's p99 and largest step 6.7 s (the run's held
     # and paced times count the waits)
-    assert [timing.wall_step_ns for timing, *_ in sink.records][1:] == [7] * 4
+    assert [timing.wall_step_ns for timing, *_ in sink.records][1:] == [37] * 4

@@ -223,6 +223,22 @@ def test_pose_tolerance_distance_and_wrap() -> None:
     check_observation(c, 0, 0, a, frames(c, 0, pose=b))
     with pytest.raises(PoseTolerance):
         check_observation(c, 0, 0, POSE, frames(c, 0, pose=Pose2D(math.nan, 0.0, 0.0)))
+    with pytest.raises(PoseTolerance):  # a non-finite heading alone, the position right
+        check_observation(c, 0, 0, POSE, frames(c, 0, pose=Pose2D(POSE.x_m, POSE.y_m, math.nan)))
+
+
+def test_every_frame_of_a_camera_is_checked_not_only_its_first() -> None:
+    """A camera with two frames at one step: the second one stale, or rendered elsewhere,
+    is refused too (only the first of each camera was ever sent in a test)."""
+    c = contract()
+    good = frames(c, 4)
+    front = next(f for f in good if f.camera == "front")
+    with pytest.raises(StaleFrame) as stale:
+        check_observation(c, 4, c.t_us(4), POSE, [*good, FrameStamp("front", c.t_us(2), POSE)])
+    assert "'front'" in stale.value.detail and "old" in stale.value.detail
+    with pytest.raises(PoseTolerance) as elsewhere:
+        check_observation(c, 4, c.t_us(4), POSE, [*good, FrameStamp("front", front.t_us, rig(0.5, 0.0))])
+    assert "'front'" in elsewhere.value.detail
 
 
 def test_wrap_deg_range() -> None:
@@ -230,6 +246,8 @@ def test_wrap_deg_range() -> None:
     assert wrap_deg(-180.0) == -180.0
     assert wrap_deg(359.0) == pytest.approx(-1.0)
     assert -180.0 <= wrap_deg(-1e-20) < 180.0
+    # float modulo of a number just below -180 gives 360.0, so +180 after the shift: folded back
+    assert wrap_deg(-180.00000000000003) == -180.0
 
 
 def test_no_refusal_over_a_clean_run() -> None:

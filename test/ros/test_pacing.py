@@ -52,11 +52,13 @@ def test_a_paced_processes_run_keeps_to_the_wall_clock(tmp_path, capfd):
     cycles_ns = sorted(s["wall"]["wall_step_ns"] for s in steps_of(paced)[1:])
     span_s = (sum(cycles_ns) + paced.wall["paced_ns"]) / 1e9
     assert span_s >= _paced_span_s() - FIRST_DECIDE_S, span_s
-    # the pace is not the steps' time: each took what its participants took, not 50 ms
-    assert cycles_ns[len(cycles_ns) // 2] < 0.5 * DECISION_US * 1e3 / FACTOR, cycles_ns
+    # the pace is not the steps' time: each took what its participants took, not the 50 ms
+    # each is paced to (a step timed with its pace could take no less; half of it, the bound
+    # before, is a speed a loaded machine need not reach)
+    assert cycles_ns[len(cycles_ns) // 2] < DECISION_US * 1e3 / FACTOR, cycles_ns
     # the pace is the loop's own wait, not the bridge's: each Step was timed at 50 ms
     bridge_ms = sorted(s["wall"]["wall_bridge_ns"] / 1e6 for s in steps_of(paced)[1:])
-    assert bridge_ms[len(bridge_ms) // 2] < 0.5 * DECISION_US / 1e3 / FACTOR, bridge_ms
+    assert bridge_ms[len(bridge_ms) // 2] < DECISION_US / 1e3 / FACTOR, bridge_ms
 
 
 def test_a_slow_step_0_is_start_up_and_is_not_caught_up(tmp_path):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,15 +37,21 @@ def _run(env: dict[str, str], out: Path, *extra: str) -> subprocess.Popen[str]:
 def test_a_stack_node_gets_every_step_from_step_0(ros_lease, tmp_path, first):
     env = dict(ros_lease.env)
     got = tmp_path / "got.txt"
+    said: list[str] = []  # what the run said on stderr before the listener was started
     if first == "listener":
         listener = _listener(env, got)
         assert listener.stdout is not None and listener.stdout.readline().strip() == "up"
         run = _run(env, tmp_path / "runs")
     else:
         run = _run(env, tmp_path / "runs")
-        time.sleep(2.0)  # the run waits for it
+        assert run.stderr is not None
+        while not any("waiting up to" in line for line in said):  # the run waits for it now (a fixed
+            line = run.stderr.readline()                           # sleep could start it before)
+            assert line, (said, run.poll())
+            said.append(line)
         listener = _listener(env, got)
     out, err = run.communicate(timeout=120)
+    err = "".join(said) + err
     listener.wait(timeout=60)
     assert run.returncode == 0, (out, err)
     assert f"simforge: waiting up to 30 s for a node of yours reading {', '.join(WANTED)} on ROS_DOMAIN_ID=" in err
