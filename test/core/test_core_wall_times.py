@@ -97,3 +97,20 @@ def test_the_summaries_say_when_they_are_approximate() -> None:
     want = sorted(times)
     assert abs(manifest["median"] - want[1499]) <= want[1499] / 1024
     assert loop["skipped"] == 50 and loop["total_ns"] == sum(times[50:])
+
+
+def test_the_boundaries_are_exact_where_the_tolerance_would_hide_them() -> None:
+    """Found by mutants the 1/1024 tolerance absorbed (test audit): the exact limit is
+    inclusive; a bucket reads as its middle; the largest time is the last, exactly, and no
+    bucket reads past it; a negative time (a clock step back) counts as 0."""
+    full = WallTimes.of(range(100), exact_steps=100)
+    assert full.exact and WallTimes.of(range(101), exact_steps=100).exact is False
+    # past the limit: 4101 ns is in the bucket of 4100-4103 (shift 2, top 1025), read as 4102
+    times = WallTimes.of([10] * 70 + [4101] * 10 + [4103], exact_steps=70)
+    summary = times.summary()
+    assert not summary.exact
+    assert [summary.at(i) for i in (70, 79)] == [4102, 4102]
+    assert summary.at(80) == 4103 == summary.max  # the last is the largest, not its bucket's middle
+    capped = WallTimes.of([10] * 70 + [4100] * 2, exact_steps=70).summary()
+    assert capped.at(70) == 4100  # the bucket's middle (4102) is past every time in it: the largest caps it
+    assert WallTimes.of([-5, 3]).summary().at(0) == 0
