@@ -27,7 +27,7 @@ from simforge_ros.core.errors import ConfigError, Printed, Problem, RateNotMulti
 from simforge_ros.core.limits import IMAGE_SIDE, INT64, MAX_STAMP_US, MAX_TIME_US, PLANNER_SAMPLES
 from simforge_ros.core.timing_contract import DEFAULT_DECISION_US, DEFAULT_TICK_US
 from simforge_ros.core.units import resolve_period
-from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, load_yaml_file
+from simforge_ros.core.yaml_file import RclLoader, UnreadableYaml, WholePastInt64, load_yaml_file
 
 
 @dataclass(frozen=True)
@@ -230,14 +230,13 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     if not ok and item.kind == "float" and isinstance(value, str) and _non_finite(value):
         # "nan", "inf": strings to PyYAML (its floats are .nan, .inf), floats all the same
         raise ConfigError.single(source, f"{node}.{name}", "a finite number", value)
-    if not ok and item.kind == "int" and isinstance(value, float) and math.isfinite(value) and value.is_integer() \
-            and not INT64[0] <= value <= INT64[1]:
+    if item.kind == "int" and isinstance(value, WholePastInt64):
         # an integer past int64, which rcl reads as a double: "expected a value of type int,
         # got 9.223372036854776e+18" named a float the user never typed
         low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
         high = item.maximum if item.maximum is not None else INT64[1]
         raise ConfigError.single(source, f"{node}.{name}", f"an integer in [{low}, {high}] (one past int64 is read "
-                                 "as a double by ROS 2)", Printed(f"{value:.0f}") if abs(value) < 1e21 else value)
+                                 "as a double by ROS 2)", Printed(value.text))
     if not ok:
         raise ConfigError.single(source, f"{node}.{name}", item.expected(), value)
     if item.kind == "float" and not math.isfinite(value):
@@ -493,9 +492,11 @@ def read_params_file(path: Path, notes: list[str] | None = None, ask_rcl: bool =
     return checked
 
 
-FIRST_MESSAGES_WAIT_MS = 4_500
+FIRST_MESSAGES_WAIT_MS = 5_500
 """Wall clock: the longest the bridge holds step 0's first messages back while discovery
-settles (the driver's Decide reader seen, every reader shown matched; SimBridge._await_readers).
+settles (the driver's Decide reader seen, 3.5 s at most, then every reader shown matched,
+the topics' waits sharing what is left: 2 s after a full wait for the driver; 4.5 s, with
+1 s left, could leave a camera no wait for the recorder's reader; SimBridge._await_readers).
 The torch driver's wait for step 0's frames adds it to ``frame_timeout_ms``: a limit below
 it could refuse step 0 as ``missing_frame`` whenever discovery was slow, a limit meant for
 the frames drawn later on."""
@@ -575,7 +576,7 @@ def frame_problems(values: Mapping[str, Any], source: str) -> list[Problem]:
 
 
 def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None:
-    """A run's last step time, ``steps * decision_us``, must fit the messages' stamps
+    """A run's last step time, ``(steps - 1) * decision_us``, must fit the messages' stamps
     (builtin_interfaces/Time: int32 seconds, 68 years; within the int64 microseconds of
     Step and StepTiming): a decision of 9.2e18 us (its tick too) overflowed at step 1, and
     one of a day stamped step 24 856 at -2147408896 s. A hold must be at a step the run has.
@@ -590,8 +591,8 @@ def check_run_span(params: Mapping[str, Mapping[str, Any]], source: str) -> None
     except (ConfigError, RateNotMultiple):
         return  # the clock master refuses such a period itself (rate_not_multiple), naming it
     steps = clock.get("steps", 0)
-    if steps * decision_us > MAX_STAMP_US:
-        raise ConfigError.single(source, "clock_master.steps", f"at most {MAX_STAMP_US // decision_us} steps of "
+    if steps > 0 and (steps - 1) * decision_us > MAX_STAMP_US:  # the last step's time
+        raise ConfigError.single(source, "clock_master.steps", f"at most {MAX_STAMP_US // decision_us + 1} steps of "
                                  f"{decision_us} us (a run's stamps are builtin_interfaces/Time, int32 seconds: "
                                  "68 years)", steps)
     hold_at = clock.get("hold_at_step", -1)

@@ -542,9 +542,13 @@ def test_the_nodes_choices_in_a_file_are_named_at_once_with_its_types(tmp_path, 
     (["clock_master.decision_s=1e13"], "clock_master.decision_s: expected a number <= 86400"),
     (["sim_bridge.camera_period_s=1e13"], "sim_bridge.camera_period_s: expected a number <= 86400"),
     # one past int64 is a double to rcl: "expected a value of type int, got 9.223372036854776e+18"
-    (["clock_master.decision_us=9223372036854775808"],
+    (["clock_master.decision_us=9223372036854775809"],
      "clock_master.decision_us: expected an integer in [1, 86400000000] (one past int64 is read as a double by ROS "
-     "2), got 9223372036854775808"),
+     "2), got 9223372036854775809"),
+    # as a double -2^63 - 1 is -2^63, which passed the range check, said as a float
+    (["clock_master.participant_timeout_ms=-9223372036854775809"],
+     "clock_master.participant_timeout_ms: expected an integer in [1, 9223372036854775807] (one past int64 is read "
+     "as a double by ROS 2), got -9223372036854775809"),
     (["clock_master.decision_us=9223372036854760000", "sim_bridge.tick_us=9223372036854760000"],
      "clock_master.decision_us: expected an integer in [1, 86400000000]"),
     # --latency-ms was dropped unsaid for the seconds twin
@@ -554,8 +558,8 @@ def test_the_nodes_choices_in_a_file_are_named_at_once_with_its_types(tmp_path, 
                                                           "map_frame (map)"),
     (["sim_bridge.map_frame=chase"], "sim_bridge.map_frame: expected a frame other than a rendered camera's"),
     (["sim_bridge.base_frame=front"], "sim_bridge.base_frame: expected a frame other than a rendered camera's"),
-], ids=["decision_s", "camera_period_s", "past-int64", "decision_us", "latency_s", "map-is-base", "map-is-camera",
-        "base-is-camera"])
+], ids=["decision_s", "camera_period_s", "past-int64", "below-int64", "decision_us", "latency_s", "map-is-base",
+        "map-is-camera", "base-is-camera"])
 def test_values_that_broke_a_run_are_usage_errors(tmp_path, capsys, sets, said):
     argv = ["run", "right_turn", "--steps", "5", "--latency-ms", "300", "--out", str(tmp_path / "runs")]
     for item in sets:
@@ -565,10 +569,11 @@ def test_values_that_broke_a_run_are_usage_errors(tmp_path, capsys, sets, said):
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize(("steps", "ok"), [(200_000_000, False), (24_856, False), (24_855, True)])
+@pytest.mark.parametrize(("steps", "ok"), [(200_000_000, False), (24_857, False), (24_856, True)])
 def test_a_run_whose_last_step_time_overflows_its_stamps_is_refused(tmp_path, capsys, steps, ok):
     """Past int64 microseconds the arithmetic overflowed; past int32 seconds (68 years) a
-    day-long step's /clock and stamps wrapped to negative seconds without a word."""
+    day-long step's /clock and stamps wrapped to negative seconds without a word (from step
+    24 856, the 24 857th: t = 2 147 558 400 s)."""
     argv = ["run", "right_turn", "--steps", str(steps), "--set", "clock_master.decision_us=86400000000",
             "--set", "sim_bridge.tick_us=86400000000", "--out", str(tmp_path / "runs")]
     if ok:  # the check alone: the run itself would take days of wall time for its ticks
@@ -577,7 +582,7 @@ def test_a_run_whose_last_step_time_overflows_its_stamps_is_refused(tmp_path, ca
         check_run_span({"clock_master": {"steps": steps, "decision_us": 86_400_000_000}}, "run parameters")  # no raise
         return
     assert cli.main(argv) == 2
-    assert ("clock_master.steps: expected at most 24855 steps of 86400000000 us (a run's stamps are "
+    assert ("clock_master.steps: expected at most 24856 steps of 86400000000 us (a run's stamps are "
             f"builtin_interfaces/Time, int32 seconds: 68 years), got {steps}") in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 

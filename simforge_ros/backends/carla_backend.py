@@ -751,5 +751,5 @@ def _quietly(call: Any) -> None:
 
 
 def carla_cameras(cameras: Sequence[str]) -> tuple[str, ...]:
-    """The cameras to spawn, those the bridge renders, in its order."""
+    """The cameras to spawn, those the bridge renders, in its order (camera-name order: the rig is a set)."""
     return tuple(c for c in cameras if c in CAMERAS)

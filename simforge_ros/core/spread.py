@@ -14,7 +14,7 @@ Pure: no rclpy, no clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 from types import MappingProxyType
@@ -108,9 +108,27 @@ _END: Mapping[str, object] = MappingProxyType({})  # past the end of a shorter r
 _CHAINS = ("digest", "frames_digest")  # a step record's chain digests
 
 
-def _first_of(found: Iterable[DiffResult | None]) -> DiffResult | None:
-    """The difference that comes first in a step's causal order, of several runs' (None: none)."""
-    return min((d for d in found if d is not None), key=lambda d: d.rank, default=None)
+def _first_of(found: Iterable[DiffResult | None], head: Mapping[str, object]) -> DiffResult | None:
+    """The difference that comes first in a step's causal order, of several runs' (None:
+    none): by section, then, within one, by where its field comes in the first run's record
+    as diff walks it (two fields of the state tied, and the run given first won)."""
+    candidates = [d for d in found if d is not None]
+    if len(candidates) < 2:
+        return candidates[0] if candidates else None
+    order = {path: i for i, path in enumerate(_leaf_paths("", head))}
+    return min(candidates, key=lambda d: (d.rank, order.get(d.field or "", len(order))))
+
+
+def _leaf_paths(path: str, value: object) -> Iterator[str]:
+    """Every leaf's dotted path in ``value``, in the order diffing.first_field_diff walks it."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaf_paths(f"{path}.{key}" if path else str(key), item)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _leaf_paths(f"{path}.{i}", item)
+    else:
+        yield path
 
 
 def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
@@ -152,12 +170,12 @@ def spread(runs: Sequence[Iterable[Mapping[str, object]]]) -> SpreadResult:
         # differ at every step after the first difference), named as diff names it
         # (of several runs' differences, the one diff ranks first: not the first run's found,
         # which named action.steer_rad or state.pose.x_m by the order the runs were given in)
-        found = _first_of(step_difference(common, head, other, chains=False) for other in others)
+        found = _first_of((step_difference(common, head, other, chains=False) for other in others), head)
         if found is not None:
             differing += 1
         elif first is None and any(head.get(k) != other.get(k) for other in others for k in _CHAINS):
             # the same step with other digests: an edited record, which diff names too
-            found = _first_of(step_difference(common, head, other) for other in others)
+            found = _first_of((step_difference(common, head, other) for other in others), head)
         if found is not None and first is None:
             first, first_field = step_no, found.field
         common += 1

@@ -84,12 +84,14 @@ def rcl_scalar(text: str) -> bool | int | float | str:
     if text in _RCL_FALSE:
         return False
     match = _C_INT.fullmatch(text)
+    past_int64 = False
     if match is not None:
         sign, hexa, octal, decimal = match.groups()
         whole = int(hexa, 16) if hexa is not None else int(octal, 8) if octal is not None else int(decimal)
         whole = -whole if sign == "-" else whole
         if -(1 << 63) <= whole < (1 << 63):
             return whole  # out of range: strtoll's ERANGE, and strtod's turn
+        past_int64 = True
     if text in _YAML_WORDS:
         return _YAML_WORDS[text]
     stripped = text.strip(" \t\n\v\f\r")
@@ -113,7 +115,20 @@ def rcl_scalar(text: str) -> bool | int | float | str:
     # not exactly a subnormal (glibc: 1e-320 is ERANGE, 0x1p-1074 is not)
     if math.isinf(value) or (abs(value) < sys.float_info.min and Fraction(value) != exact):
         return text
-    return value
+    return WholePastInt64(value, stripped) if past_int64 else value
+
+
+class WholePastInt64(float):
+    """The double rcl reads an integer past int64 as, keeping the integer as typed: said as
+    the double, 9223372036854775809 read "got 9223372036854775808", and -2^63 - 1 passed a
+    range check as -2^63."""
+
+    text: str
+
+    def __new__(cls, value: float, text: str) -> WholePastInt64:
+        made = super().__new__(cls, value)
+        made.text = text
+        return made
 
 
 _RCL_PLAIN = "tag:simforge,2026:rcl-plain"

@@ -95,6 +95,10 @@ class SimBridge:
         self.node = Node(NAME, context=context)
         self._frames_after_answer = frames_after_answer
         values = declare_params(self.node, NAME)
+        # the rig is a set, in camera-name order everywhere (BridgeConfig, /tf_static, the
+        # parameters the manifest and its digests keep): [front, chase] and [chase, front]
+        # made two runs a diff called set up differently
+        values["cameras"] = sorted(values["cameras"])
         self._wanted_readers = frozenset(values["wait_for_readers"])  # --wait-for-reader: a stack's, here first
         # wall clock: the ends of step 0's waits for them and for all (_await_readers), and that step
         self._wanted_deadline = self._first_deadline = 0.0

@@ -237,7 +237,8 @@ def _load_run(path: Path) -> RunDir:
             raise RunDirError(path / MANIFEST, f"missing: {path} holds run directories, it is not one; "
                                                f"name one of them{more}, such as {inside[0]}")
     manifest = read_manifest(path / MANIFEST)
-    steps = step_records_of(path / STEPS)
+    # a last line cut off is no record only where the recorder said its writes failed
+    steps = step_records_of(path / STEPS, cut_off_ok=bool(manifest.get("record_failure")))
     if len(steps) != manifest["steps"]:
         hint = " (truncated?)" if len(steps) < manifest["steps"] else ""
         raise RunDirError(
@@ -495,13 +496,16 @@ def kept_chain(path: Path) -> KeptChain:
     return KeptChain(count, digest, frames if isinstance(frames, str) else None, last)
 
 
-def step_records_of(path: Path) -> StepRecords:
+def step_records_of(path: Path, cut_off_ok: bool = False) -> StepRecords:
     """Check steps.jsonl whole (one step record per line, steps 0, 1, 2, ... in order)
-    and give its records, read from the file as they are asked for.
+    and give its records, read from the file as they are asked for. ``cut_off_ok``: the
+    recorder's writes failed (a full disk), and a last line cut off mid-write, no whole
+    JSON and no newline, is left out as never written.
 
     Raises:
         RunDirError: missing, unreadable, a line that is not a JSON object (a cut-off
-            last line is reported as truncated), a missing key, or a step out of order.
+            last line is reported as truncated, unless ``cut_off_ok``), a missing key, or a
+            step out of order.
     """
     _check_file(path)
     offsets = array("q", [0])  # where each line starts, then the end of the last
@@ -511,7 +515,7 @@ def step_records_of(path: Path) -> StepRecords:
             line = file.readline()
             while line:
                 after = file.readline()
-                if not after and not line.endswith(b"\n") and not _whole_json(line):
+                if cut_off_ok and not after and not line.endswith(b"\n") and not _whole_json(line):
                     # a write the disk filling cut off (the recorder writes a record and its
                     # newline at once): never a record, as the manifest counts it; every
                     # reader but salvage refused such a run whole ("line 15: not valid JSON")

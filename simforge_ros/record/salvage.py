@@ -32,7 +32,7 @@ from typing import Any
 
 from simforge_ros import topics
 from simforge_ros.core.diffing import MISSING, first_field_diff, format_value
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, REFUSALS, SimforgeError
 from simforge_ros.core.limits import IMAGE_SIDE
 from simforge_ros.isolation import check_rmw
 from simforge_ros.record.bag import BagError, BagWriteError
@@ -430,7 +430,7 @@ def _ended(run: Path) -> dict[str, Any]:
     if manifest_path.exists():
         try:
             manifest = json.loads(manifest_path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested past the parser
             manifest = None
         failure = manifest.get("record_failure") if isinstance(manifest, dict) else None
         bag_finished = (run / "bag" / "metadata.yaml").is_file()
@@ -465,7 +465,7 @@ def _as_refusal(said: object) -> dict[str, Any]:
     if not isinstance(said, dict):
         return {}
     kept: dict[str, Any] = {}
-    if isinstance(code := said.get("code"), str) and code:
+    if isinstance(code := said.get("code"), str) and code in REFUSALS:
         kept["code"] = code
     if isinstance(step := said.get("step"), int) and not isinstance(step, bool) and step >= -1:
         kept["step"] = step
@@ -550,8 +550,11 @@ def _replay(prefix: McapPrefix, out: Path, run_id: str,
             missing = lacking(seen[last_ns[0]], seen[last_ns[1]]) if last_ns is not None and done else []
             if missing:
                 detail += f"; step {done - 1} lacks {', '.join(missing)} (in the chunk never written)"
+            step = given.get("step", done)
+            # a run is refused at its last recorded step or later: a log that says earlier
+            # (edited, or another run's) was blamed on the salvaged manifest
             recorder.conclude(run_id, {"code": given.get("code") or "incomplete_run",
-                                       "step": int(given.get("step", done)), "detail": detail}, done)
+                                       "step": step if step >= done - 1 else done, "detail": detail}, done)
             return done, decision_us, missing
         finally:
             recorder.node.destroy_node()

@@ -137,3 +137,15 @@ def test_per_run_metrics_are_over_each_runs_own_steps():
     assert by_name["mean speed"].values == (2.0, 4.0)
     assert by_name["steps recorded"].values == (5.0, 9.0)
     assert by_name["distance travelled"].mean == 10.0
+
+
+def test_two_fields_of_one_section_are_ranked_as_diff_walks_the_record():
+    """One run's speed and another's x differing at one step: the first field is the one
+    diff would name (the pose before the speed), whichever run is given first (the state
+    section tied, and the run given first won)."""
+    base = _run(6)
+    speed = _run(6, k3={"speed": 5.5})
+    x = _run(6, k3={"x": 0.25})
+    named = {(spread([base, *order]).first_step, spread([base, *order]).first_field)
+             for order in ((speed, x), (x, speed))}
+    assert named == {(3, "state.pose.x_m")}

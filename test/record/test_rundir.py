@@ -251,26 +251,28 @@ def test_missing_steps(make_run: MakeRun) -> None:
 
 
 def test_truncated_last_line(make_run: MakeRun) -> None:
-    """A last line cut off in the middle is no record: the file is named as holding fewer
-    than the manifest says."""
     run = make_run()
     text = (run / "steps.jsonl").read_text()
     cut = text.index("\n", len(text) // 2) + 40  # 40 characters into some line
-    whole = text[:cut].count("\n")
+    lineno = text[:cut].count("\n") + 1
     (run / "steps.jsonl").write_text(text[:cut])
-    assert error_of(run) == (f"{run / 'steps.jsonl'}: {whole} step records, but manifest.json says steps=60 "
-                             "(truncated?)")
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line {lineno}: not valid JSON (truncated?)"
 
 
 def test_a_record_the_full_disk_cut_off_after_the_manifests_count_is_not_read(make_run: MakeRun) -> None:
-    """A disk filling mid-run: the manifest counts 14 steps, and steps.jsonl ends in half of
-    step 14's line (its 4 KiB blocks written, the rest not). Every reader but salvage
-    refused the run whole ("line 15: not valid JSON (truncated?)"); the 14 are the run."""
+    """A disk filling mid-run: the manifest counts 14 steps and names the failed write
+    (record_failure), and steps.jsonl ends in half of step 14's line (its 4 KiB blocks
+    written, the rest not). Every reader but salvage refused the run whole ("line 15: not
+    valid JSON (truncated?)"); the 14 are the run. Without a failed write said, such a line
+    is still named: junk appended to a counted run is no cut-off write."""
     run = make_run(steps=14)
     whole = (run / "steps.jsonl").read_bytes()
-    cut_off = make_run("longer", steps=15) / "steps.jsonl"
-    last = cut_off.read_bytes().splitlines(keepends=True)[14]
+    last = (make_run("longer", steps=15) / "steps.jsonl").read_bytes().splitlines(keepends=True)[14]
     (run / "steps.jsonl").write_bytes(whole + last[: len(last) // 2])
+    assert error_of(run) == f"{run / 'steps.jsonl'}: line 15: not valid JSON (truncated?)"
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["record_failure"] = "writing the run's record failed after 14 steps (OSError: [Errno 28] No space left)"
+    (run / "manifest.json").write_text(json.dumps(manifest))
     loaded = load_run(run)
     assert len(loaded.steps) == 14 and [r["step"] for r in loaded.steps] == list(range(14))
     # a whole last line without its newline is still a record

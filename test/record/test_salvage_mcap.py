@@ -180,6 +180,7 @@ def test_what_the_last_salvaged_step_lacks_is_named() -> None:
     ({"code": "participant_timeout", "step": "x"}, {"code": "participant_timeout"}),
     ({"code": "participant_timeout", "step": -99}, {"code": "participant_timeout"}),
     ({"code": 42, "step": 3}, {}),
+    ({"code": "bogus", "step": 3}, {}),  # no refusal of the table: the manifest could not hold it
     (["not", "a", "refusal"], {}),
 ])
 def test_a_refusal_a_killed_recorders_log_holds_is_taken_as_far_as_a_manifest_can_hold_it(tmp_path, said, kept):
@@ -196,6 +197,9 @@ def test_a_refusal_a_killed_recorders_log_holds_is_taken_as_far_as_a_manifest_ca
     assert _ended(tmp_path) == {**kept, "why": "the recorder was killed"}
     (tmp_path / RUNNER_REFUSAL).write_text('{"code": "time_drift", "step": 1e999}')
     assert _ended(tmp_path) == {"code": "time_drift", "why": "the recorder was killed"}
+    # a manifest nested past the parser, beside an unfinished bag: unreadable, not a traceback
+    (tmp_path / "manifest.json").write_text("[" * 100_000)
+    assert _ended(tmp_path)["why"] == "its manifest.json was unreadable and its bag unfinished"
 
 
 def test_a_salvaged_bag_the_disk_cannot_hold_exits_1_naming_where(tmp_path, monkeypatch, capsys):

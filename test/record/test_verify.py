@@ -291,7 +291,7 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path], object], str]] = {
     "manifest-empty": (lambda r: (r / "manifest.json").write_text(""), "manifest.json: empty file"),
     "manifest-binary": (lambda r: (r / "manifest.json").write_bytes(b"\xff\xfe{"), "manifest.json: not UTF-8"),
     "steps-missing": (lambda r: (r / "steps.jsonl").unlink(), "steps.jsonl: missing"),
-    "steps-truncated": (lambda r: _truncate(r / "steps.jsonl"), "step records, but manifest.json says steps=60"),
+    "steps-truncated": (lambda r: _truncate(r / "steps.jsonl"), "not valid JSON (truncated?)"),
     "bag-missing": (lambda r: shutil.rmtree(r / "bag"), "bag: not a rosbag2 directory"),
     "bag-truncated": (lambda r: _truncate(r / "bag" / "bag.mcap"), "bag: unreadable bag"),
     "bag-metadata-corrupt": (lambda r: (r / "bag" / "metadata.yaml").write_text("{{{"),

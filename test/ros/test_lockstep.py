@@ -571,3 +571,16 @@ def test_a_repeat_refused_alike_every_time_exits_with_that_refusals_status(tmp_p
     runs = [json.loads(line) for line in said.stdout.splitlines()]
     assert [r["refusal"]["code"] for r in runs] == ["missing_frame"] * 2, said.stdout + said.stderr
     assert said.returncode == 12
+
+
+def test_a_rig_listed_in_another_order_makes_an_identical_run(tmp_path):
+    """The bridge's rig is a set: [front, chase] and [chase, front] gave the same chain
+    once BridgeConfig sorted it, yet diff still said "set up differently" (the node's
+    /tf_static and its published parameters kept the order given)."""
+    from simforge_ros.record.diff_runs import diff_runs
+
+    runs = [lockstep(tmp_path, steps=4, layout="single", sets={"sim_bridge": {"cameras": cameras}})
+            for cameras in (["front", "chase"], ["chase", "front"])]
+    assert runs[0].chain_digest == runs[1].chain_digest
+    assert manifest_of(runs[0])["nodes"]["sim_bridge"]["params"]["cameras"] == ["chase", "front"]
+    assert diff_runs(Path(runs[0].run_dir), Path(runs[1].run_dir)).identical
