@@ -50,6 +50,11 @@ class ParamSpec:
             return self.form
         return "a list of strings, like [a,b]" if self.kind == "str_list" else f"a value of type {self.kind}"
 
+    def int_range(self) -> tuple[int, int]:
+        """An int parameter's inclusive range: its bounds, else 1 (a positive one) or int64's."""
+        low = self.minimum if self.minimum is not None else (1 if self.positive else INT64[0])
+        return low, int(self.maximum) if self.maximum is not None else INT64[1]
+
     def limits(self) -> str:
         """The range as `ros2 param describe` and a node's --help show it ("" when none)."""
         if self.kind == "int" and (self.minimum is not None or self.maximum is not None or self.positive):
@@ -233,8 +238,7 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
     if item.kind == "int" and isinstance(value, WholePastInt64):
         # an integer past int64, which rcl reads as a double: "expected a value of type int,
         # got 9.223372036854776e+18" named a float the user never typed
-        low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
-        high = item.maximum if item.maximum is not None else INT64[1]
+        low, high = item.int_range()
         raise ConfigError.single(source, f"{node}.{name}", f"an integer in [{low}, {high}] (one past int64 is read "
                                  "as a double by ROS 2)", Printed(value.text))
     if not ok:
@@ -260,8 +264,7 @@ def coerce(node: str, name: str, value: Any, source: str = "--set") -> Any:
         raise ConfigError.single(source, f"{node}.{name}", f"a list of distinct cameras from "
                                  f"{', '.join(item.choices)}", value)
     if item.kind == "int":
-        low = item.minimum if item.minimum is not None else (1 if item.positive else INT64[0])
-        high = item.maximum if item.maximum is not None else INT64[1]
+        low, high = item.int_range()
         if not low <= value <= high:
             raise ConfigError.single(source, f"{node}.{name}", f"an integer in [{low}, {high}]", value)
     return float(value) if item.kind == "float" else value
