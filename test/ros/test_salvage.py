@@ -404,3 +404,20 @@ def test_the_runners_own_refusal_is_what_a_salvaged_run_keeps(killed):
     assert out.returncode == 0, out.stderr
     manifest = json.loads((Path(json.loads(out.stdout)["out"]) / "manifest.json").read_text())
     assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", 5)
+
+
+@pytest.mark.parametrize(("said", "kept"), [(1, 5), (-1, 5), (4, 4)])
+def test_a_refusal_said_before_the_last_salvaged_step_is_put_after_them(killed, said, kept):
+    """A log's refusal step before the last step the bag holds (edited, or another run's)
+    would be a manifest refused at a step it goes on to record: salvage floors it at the
+    step after the salvaged ones (here five: 0-4), and keeps a step from the last on."""
+    lost = {"code": "participant_lost", "step": said, "detail": "driver (pid 7) was ended by signal SIGKILL"}
+    (killed / "logs" / "refusal.json").write_text(json.dumps(lost))
+    out = simforge("salvage", str(killed), "--json", cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    salvaged = Path(json.loads(out.stdout)["out"])
+    manifest = json.loads((salvaged / "manifest.json").read_text())
+    assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", kept)
+    assert manifest["steps"] == 5
+    verified = simforge("verify", str(salvaged), cwd=killed.parent)
+    assert verified.returncode == 0, (verified.stdout, verified.stderr)
