@@ -112,7 +112,8 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     [node] = _calls(source, "Node")
     assert ast.unparse(node) == ("Node(package='simforge_ros', executable=name, name=name, output='screen', "
                                  "parameters=[str(planned.params_file), handed], sigterm_timeout=SIGTERM_TIMEOUT_S, "
-                                 "additional_env={} if name == 'clock_master' else {UNDER_LAUNCH_ENV: '1'})")
+                                 "additional_env=fastdds if name == 'clock_master' else {**fastdds, UNDER_LAUNCH_ENV: "
+                                 "'1'})")
     assert "from simforge_ros.params import params_yaml" in source
     function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
@@ -127,18 +128,20 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     assert "OnShutdown(on_shutdown=lambda _event, _context: _remove(handed))" in body
     [opaque] = _calls(source, "OpaqueFunction")
     assert ast.unparse(opaque) == ("OpaqueFunction(function=_nodes, args=[os.path.join(share, 'config', "
-                                   "'simforge.yaml')])")
+                                   "'simforge.yaml'), os.path.join(share, 'config', 'fastdds_shm.xml')])")
 
 
 def test_launch_file_gives_the_nodes_simforge_runs_fast_dds_profile_unless_one_is_named():
+    """Each node's own environment: a SetEnvironmentVariable at the launch file's top level
+    also reached every process a launch file including this one started after it."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    [call] = _calls(source, "SetEnvironmentVariable")
-    assert ast.unparse(call) == ("SetEnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', "
-                                 "EnvironmentVariable('FASTDDS_DEFAULT_PROFILES_FILE', default_value=profile))")
-    assert 'profile = os.path.join(share, "config", "fastdds_shm.xml")' in source
+    assert _calls(source, "SetEnvironmentVariable") == []
+    function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
+    assert ("fastdds = {FASTDDS_PROFILE_ENV: EnvironmentVariable(FASTDDS_PROFILE_ENV, "
+            "default_value=default_profile).perform(context)}") in ast.unparse(function)
+    assert 'FASTDDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"' in source
     assert (ROOT / "config" / "fastdds_shm.xml").is_file()
-    # set before any node starts: right after the launch arguments
-    assert source.split("LaunchDescription([", 1)[1].startswith("*declared, fastdds, nodes])")
+    assert source.split("LaunchDescription([", 1)[1].startswith("*declared, nodes])")
 
 
 def test_the_play_profile_sets_only_the_writers_heartbeat():
