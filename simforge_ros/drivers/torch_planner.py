@@ -9,8 +9,10 @@ state. Sampling noise comes from a generator seeded by (run seed, step).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import math
+import os
 import re
 import warnings
 import zipfile
@@ -37,6 +39,48 @@ from simforge_ros.core.limits import INT64, PLANNER_SAMPLES, TORCH_THREADS
 from simforge_ros.core.lockstep import MAX_PLAN_POINTS
 from simforge_ros.core.values import Action, Pose2D, TrajectoryPoint
 from simforge_ros.drivers.policy import Observation
+
+_MKL_BRANCHES = {1: "OFF", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                 10: "AVX2", 12: "AVX512"}  # mkl_service.h's MKL_CBWR_* branches
+_MKL_COMPATIBLE = 3
+
+
+def _mkl_service() -> Any:
+    """torch's own Intel MKL (in libtorch_cpu, which exports its service calls), or None:
+    a torch built without MKL (ARM), whose matrix products do not pick kernels by CPU."""
+    if not torch.backends.mkl.is_available():
+        return None
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        get, put = lib.mkl_serv_cbwr_get, lib.mkl_serv_cbwr_set
+    except (OSError, AttributeError):
+        return None
+    get.argtypes, get.restype, put.argtypes, put.restype = [ctypes.c_int], ctypes.c_int, [ctypes.c_int], ctypes.c_int
+    return lib
+
+
+def mkl_branch() -> str:
+    """The code path MKL's matrix products take, by name ("COMPATIBLE"), for the manifest."""
+    lib = _mkl_service()
+    if lib is None:
+        return "no MKL"
+    branch = int(lib.mkl_serv_cbwr_get(1))  # MKL_CBWR_BRANCH
+    return _MKL_BRANCHES.get(branch, f"branch {branch}")
+
+
+def _mkl_compatible() -> None:
+    """MKL's conditional numerical reproducibility set to COMPATIBLE for the process, before
+    any matrix product: MKL picks its kernels by the CPU's instruction sets (AVX-512, AVX2,
+    ...), whose last bits differ, so the planner's linear layers gave other numbers (and
+    other digests) on an AVX2 machine than on an AVX-512 one; COMPATIBLE takes one path on
+    every x86 CPU. It cannot be changed once MKL has run: a process that ran a product
+    first keeps its branch, which the manifest then names (mkl_branch)."""
+    lib = _mkl_service()
+    if lib is not None and lib.mkl_serv_cbwr_get(1) != _MKL_COMPATIBLE:
+        lib.mkl_serv_cbwr_set(_MKL_COMPATIBLE)
+
+
+_mkl_compatible()
 
 SURROUND_CAMERAS: tuple[str, ...] = ("front", "left", "rear", "right")
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -307,7 +351,10 @@ def _call_seed(run_seed: int, step: int, stream: str = "") -> int:
 @contextlib.contextmanager
 def _torch_mode(deterministic: bool, num_threads: int) -> Iterator[None]:
     """Deterministic settings for one call, restoring the process-wide ones after; 'off'
-    touches nothing (torch's own defaults)."""
+    touches nothing (torch's own defaults). oneDNN is off within: its convolutions pick
+    kernels by the CPU's instruction sets as MKL's products do (_mkl_compatible), and the
+    planner's encoder gave other last bits under another one (ONEDNN_MAX_CPU_ISA=SSE41
+    here); torch's own convolution then runs on MKL's products."""
     if not deterministic:
         yield
         return
@@ -315,14 +362,16 @@ def _torch_mode(deterministic: bool, num_threads: int) -> Iterator[None]:
         torch.are_deterministic_algorithms_enabled(),
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
-    was_threads = torch.get_num_threads()
+    was_threads, was_onednn = torch.get_num_threads(), bool(torch.backends.mkldnn.enabled)
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(num_threads)
+    torch.backends.mkldnn.enabled = False  # type: ignore[assignment]  # not mkldnn.flags(): it sets TF32, and warns
     try:
         yield
     finally:
         torch.use_deterministic_algorithms(was_det, warn_only=was_warn)
         torch.set_num_threads(was_threads)
+        torch.backends.mkldnn.enabled = was_onednn  # type: ignore[assignment]
 
 
 @contextlib.contextmanager
@@ -526,6 +575,10 @@ class TorchPlanner:
             # the kernels torch runs a model with (AVX512, AVX2, DEFAULT): a user's model that
             # draws from torch's generator, or sums in another order, may differ across them
             "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            # MKL's code path (COMPATIBLE: one on every x86 CPU) and oneDNN's use, which set
+            # the products' and convolutions' last bits
+            "mkl_branch": mkl_branch(),
+            "onednn": "off" if cfg.deterministic else "torch default",
         }
 
 

@@ -28,6 +28,7 @@ from simforge_ros.drivers.torch_planner import (
     TRACKER,
     TorchPlanner,
     TorchPlannerConfig,
+    _torch_mode,
     from_params,
     track,
 )
@@ -513,3 +514,46 @@ def test_weights_saved_without_crcs_are_not_called_damaged(tmp_path: Path) -> No
     finally:
         config.save.compute_crc32 = before
     assert TorchPlanner(TorchPlannerConfig(weights_path=str(path))).describe()["weights_path"] == str(path)
+
+
+_PLANS = """
+import hashlib, json, numpy as np, torch
+from simforge_ros.drivers.torch_planner import TorchPlanner, TorchPlannerConfig, _torch_mode
+said = hashlib.sha256()
+for samples in (1, 8):
+    planner = TorchPlanner(TorchPlannerConfig(samples=samples))
+    rng = np.random.default_rng(1)
+    images = torch.from_numpy(rng.integers(0, 256, (4, 180, 320, 3), dtype=np.uint8))
+    noise = torch.from_numpy(rng.standard_normal((samples, planner.model.latent_dim))).float()
+    with _torch_mode(True, 1), torch.inference_mode():
+        said.update(planner.model(images, torch.tensor(7.3), noise).numpy().tobytes())
+described = planner.describe()
+print(json.dumps([said.hexdigest(), described["mkl_branch"], described["onednn"]]))
+"""
+
+
+@pytest.mark.parametrize("isa", ["MKL_ENABLE_INSTRUCTIONS=SSE4_2", "ONEDNN_MAX_CPU_ISA=SSE41", "MKL_CBWR=AVX2"])
+def test_the_planners_numbers_do_not_depend_on_the_cpus_instruction_sets(isa: str) -> None:
+    """MKL's matrix products and oneDNN's convolutions pick kernels by the CPU's instruction
+    sets, whose last bits differ: the planner's plans (and a run's chain, from step 0) were
+    other numbers on an AVX2 machine than on an AVX-512 one, and `diff` named no setup
+    difference. The libraries' own limits stand in for an older CPU here (on this AVX-512
+    machine the old code gave other plans under each of them)."""
+    said = []
+    for extra in ({}, dict([isa.split("=")])):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "ONEDNN_", "DNNL_"))} | extra
+        out = subprocess.run([sys.executable, "-c", _PLANS], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        said.append(json.loads(out.stdout))
+    assert said[0] == said[1], said
+    assert said[0][1:] == ["COMPATIBLE", "off"]  # as the manifest's driver configuration names them
+
+
+def test_an_undeterministic_planner_leaves_onednn_to_torch() -> None:
+    planner = TorchPlanner(TorchPlannerConfig(deterministic=False))
+    assert planner.describe()["onednn"] == "torch default"
+    with _torch_mode(False, 1):
+        assert torch.backends.mkldnn.enabled == torch.backends.mkldnn.is_available()
+    with _torch_mode(True, 1):
+        assert not torch.backends.mkldnn.enabled
+    assert torch.backends.mkldnn.enabled == torch.backends.mkldnn.is_available()  # put back
