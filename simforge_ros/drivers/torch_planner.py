@@ -47,7 +47,8 @@ _MKL_COMPATIBLE = 3
 
 def _mkl_service() -> Any:
     """torch's own Intel MKL (in libtorch_cpu, which exports its service calls), or None:
-    a torch built without MKL (ARM), whose matrix products do not pick kernels by CPU."""
+    a torch built without MKL (ARM), whose matrix products do not pick kernels by CPU, or
+    one that does not export them."""
     if not torch.backends.mkl.is_available():
         return None
     try:
@@ -63,7 +64,7 @@ def mkl_branch() -> str:
     """The code path MKL's matrix products take, by name ("COMPATIBLE"), for the manifest."""
     lib = _mkl_service()
     if lib is None:
-        return "no MKL"
+        return "unknown" if torch.backends.mkl.is_available() else "no MKL"
     branch = int(lib.mkl_serv_cbwr_get(1))  # MKL_CBWR_BRANCH
     return _MKL_BRANCHES.get(branch, f"branch {branch}")
 
@@ -76,7 +77,10 @@ def _mkl_compatible() -> None:
     every x86 CPU. It cannot be changed once MKL has run: a process that ran a product
     first keeps its branch, which the manifest then names (mkl_branch)."""
     lib = _mkl_service()
-    if lib is not None and lib.mkl_serv_cbwr_get(1) != _MKL_COMPATIBLE:
+    if lib is None:
+        if torch.backends.mkl.is_available():  # MKL reads it at its first call
+            os.environ["MKL_CBWR"] = "COMPATIBLE"
+    elif lib.mkl_serv_cbwr_get(1) != _MKL_COMPATIBLE:
         lib.mkl_serv_cbwr_set(_MKL_COMPATIBLE)
 
 

@@ -557,3 +557,19 @@ def test_an_undeterministic_planner_leaves_onednn_to_torch() -> None:
     with _torch_mode(True, 1):
         assert not torch.backends.mkldnn.enabled
     assert torch.backends.mkldnn.enabled == torch.backends.mkldnn.is_available()  # put back
+
+
+def test_a_torch_whose_mkl_exports_no_service_calls_gets_the_same_plans_through_the_environment() -> None:
+    """Where libtorch_cpu does not export MKL's service calls (another torch build), the
+    planner sets MKL_CBWR before MKL's first call instead, and names its branch unknown."""
+    hidden = ("import ctypes, torch\n"
+              "def no_mkl(*args, **kwargs):\n"
+              "    raise OSError('hidden')\n"
+              "ctypes.CDLL = no_mkl\n")
+    said = []
+    for program, isa in ((_PLANS, {}), (hidden + _PLANS, {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"})):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MKL_", "ONEDNN_", "DNNL_"))} | isa
+        out = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        said.append(json.loads(out.stdout))
+    assert said[1] == [said[0][0], "unknown", "off"], said
