@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import json
 import os
 import signal
 import sys
@@ -212,6 +213,31 @@ OUTCOME_FD_ENV = "SIMFORGE_OUTCOME_FD"
 master's outcome line also goes to. Its log is on the run's disk: a full disk kept the line
 from the log, and a run refused at step 57 for that disk read "participant_error before
 step 0"."""
+
+
+STOPPED_FOR_ENV = "SIMFORGE_STOPPED_FOR"
+"""Set by `simforge run` for the clock master it starts: a file that, once there, holds
+the refusal the run is stopped for (a participant a signal ended before step 0) before
+the clock master is told to stop; its final status then says that refusal, not
+"aborted": the recorder keeps that status in the bag, which `verify` compares with the
+manifest that says the same."""
+
+
+def stopped_for(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The refusal in the STOPPED_FOR_ENV file (``code``, ``step``, ``detail``), or None:
+    no such file, or not one of those."""
+    path = (os.environ if environ is None else environ).get(STOPPED_FOR_ENV, "")
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            said = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if (isinstance(said, dict) and isinstance(said.get("code"), str) and type(said.get("step")) is int
+            and isinstance(said.get("detail"), str)):
+        return said
+    return None
 
 
 def tell_outcome(line: str, environ: Mapping[str, str] | None = None) -> None:

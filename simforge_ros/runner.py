@@ -69,6 +69,7 @@ from simforge_ros.process_tuning import (
     LAUNCHER_ENV,
     OUTCOME_FD_ENV,
     STACKS_SIGNAL,
+    STOPPED_FOR_ENV,
     TEARDOWN_CUT,
     TEARDOWN_SIGNAL,
     ended_if_stuck,
@@ -758,6 +759,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     env[LAUNCHER_ENV] = str(os.getpid())  # killed outright, this process is missed (watch_launcher)
     stop_asked = threading.Event()
     told = _OutcomePipe()
+    stopped_for_file = logs / "stopped_for.json"  # process_tuning.STOPPED_FOR_ENV
 
     def stop() -> None:
         stop_asked.set()
@@ -774,7 +776,8 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                 log = (logs / f"{node}.log").open("wb")
                 handles.append(log)
                 if node == "clock_master":
-                    procs[node] = _start_node(node, params_file, {**env, OUTCOME_FD_ENV: str(told.write_fd)},
+                    procs[node] = _start_node(node, params_file, {**env, OUTCOME_FD_ENV: str(told.write_fd),
+                                                                  STOPPED_FOR_ENV: str(stopped_for_file)},
                                               spec.out_dir, log, pass_fds=(told.write_fd,))
                     told.close_write()  # its end is the clock master's alone: read to the end once it ends
                 else:
@@ -796,16 +799,22 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
                         if not_started is None and (code == EXIT_USAGE or (code in (EXIT_FAILURE, -TEARDOWN_SIGNAL)
                                                                              and chained == 0)):
                             not_started = name
-                        elif name != "clock_master" and code is not None and code < 0 and chained == 0:
-                            # killed from outside before step 0 was chained: one the clock master
-                            # is not yet calling it waits for to its start-up limit, then blames
-                            # the service ("did not appear", 40 s later); one it calls, it names
+                        elif (name != "clock_master" and code is not None and _stop_signal(code) is not None
+                              and chained == 0):
+                            # killed, or stopped by a signal it took, from outside before step 0
+                            # was chained: one the clock master is not yet calling it waits for
+                            # to its start-up limit, then blames the service ("did not appear",
+                            # 40 s later, or another node's); one it calls, it names
                             dead_since.setdefault(name, time.monotonic())
                     if chained:  # step 0 is chained: the clock master was calling them, and names a loss
                         dead_since.clear()
                     if killed is None and (killed := next((name for name, since in dead_since.items()
                                                            if time.monotonic() - since >= _KILLED_WAIT_S), None)):
-                        clock.send_signal(signal.SIGINT)  # it ends the run as it does any, its outcome told
+                        # it ends the run as it does any, its outcome told: for this loss, not
+                        # "aborted", in its final status too (the bag's, which verify compares)
+                        with contextlib.suppress(OSError):
+                            write_json(stopped_for_file, _lost_before_step_0(killed, procs[killed]))
+                        clock.send_signal(signal.SIGINT)
                         killed_stop_by = time.monotonic() + _KILLED_STOP_S
                     if not_started is not None or (killed is not None and time.monotonic() > killed_stop_by):
                         break  # (one that waits on the dead node's Finish is not waited for)
@@ -853,9 +862,7 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
     if killed is not None and (outcome is None or (outcome.get("refusal") or {}).get("code") == Aborted.code):
         # stopped for it (aborted, before step 0): the loss is the run's refusal. One the
         # clock master named itself (it was calling the node: kill=recorder@0) stands.
-        proc = procs[killed]
-        lost = {"code": ParticipantLost.code, "step": -1,
-                "detail": f"{killed} (pid {proc.pid}) was ended by {_exit_status(proc.returncode)} before step 0"}
+        lost = _lost_before_step_0(killed, procs[killed])
         _refuse_in_manifest(spec, lost)
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": lost},
                        ParticipantLost.exit_code)
@@ -956,6 +963,25 @@ def _refuse_in_manifest(spec: RunSpec, refusal: dict[str, Any]) -> None:
         manifest = json.loads(manifest_path.read_text())
         manifest["status"], manifest["refusal"] = "refused", refusal
         write_json(manifest_path, manifest)
+
+
+def _lost_before_step_0(name: str, proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    """The refusal of a run stopped for participant ``name``, a signal ended before step 0."""
+    said = _stop_signal(proc.returncode) if proc.returncode is not None else None
+    return {"code": ParticipantLost.code, "step": -1,
+            "detail": f"{name} (pid {proc.pid}) was ended by signal {said} before step 0"}
+
+
+def _stop_signal(code: int) -> str | None:
+    """The signal that ended a participant, by name (``SIGKILL``), from its exit status: a
+    signal's own (negative), or 128 + a stop signal's number, a participant's exit once it
+    took SIGINT or SIGTERM before the run's end (nodes.common.run_participant); else None."""
+    number = -code if code < 0 else code - 128 if code - 128 in (signal.SIGINT, signal.SIGTERM) else 0
+    if number <= 0:
+        return None
+    with contextlib.suppress(ValueError):
+        return signal.Signals(number).name
+    return str(number)
 
 
 def _exit_status(code: int) -> str:

@@ -487,3 +487,14 @@ def test_a_refusal_for_a_full_disk_says_so_whatever_the_free_space_reads(tmp_pat
     assert _disk_full(tmp_path) == ""  # room, and no refusal naming the disk
     said = _disk_full(tmp_path, "recorder: writing ... failed (OSError: [Errno 28] No space left on device)")
     assert said.startswith(f"the disk of {tmp_path} is full (")
+
+
+@pytest.mark.parametrize(("code", "named"), [(-9, "SIGKILL"), (-15, "SIGTERM"), (143, "SIGTERM"), (130, "SIGINT"),
+                                             (0, None), (1, None), (2, None), (16, None), (129, None), (137, None)])
+def test_the_signal_a_participants_exit_status_names(code, named):
+    """A participant that took SIGINT or SIGTERM before the run's end exits 128 + its number
+    (nodes.common.run_participant): the runner names it before step 0 as a killed one; any
+    other status, a refusal's or a start-up error's included, is no signal."""
+    from simforge_ros.runner import _stop_signal
+
+    assert _stop_signal(code) == named

@@ -98,6 +98,7 @@ from simforge_ros.process_tuning import (
     dump_stacks_on_signal,
     freeze_startup,
     launcher_pid,
+    stopped_for,
     tell_outcome,
     tune_process,
     unblock_held_signals,
@@ -411,6 +412,15 @@ class ClockMaster:
         if peer is not None and peer.pid is None and isinstance(process, dict) and isinstance(process.get("pid"), int):
             peer.learn(process["pid"], process.get("host"))
 
+    def _stopped(self, step: int, where: str = "") -> Refusal:
+        """The refusal of a run stopped at ``step`` (interrupted): aborted, or what `simforge
+        run` stopped it for (process_tuning.stopped_for: a participant a signal ended before
+        step 0), which the final status then says as the manifest does."""
+        said = stopped_for()
+        if said is not None and said["code"] == ParticipantLost.code:
+            return ParticipantLost(said["step"], said["detail"])
+        return Aborted(step, f"{self.interrupt_detail}{where}")
+
     def _watch_recorder(self, step: int) -> None:
         """Refuse at once when the recorder is gone: the run would go on unrecorded, and
         only the Finish call, after every step, would find out. So is one that cannot write
@@ -456,7 +466,7 @@ class ClockMaster:
         recorded = self._backlog.recorded
         while not self._backlog.may_resume(published):
             if self.interrupted:
-                raise Aborted(step, self.interrupt_detail)
+                raise self._stopped(step)
             self._refuse_if_recorder_gone(step)
             if self._recorder_failure is not None:  # it chains nothing more: say why, now
                 raise ParticipantError(step, f"recorder: {self._recorder_failure}")
@@ -490,7 +500,7 @@ class ClockMaster:
         """
         assert self._executor is not None
         if self.interrupted and interruptible:  # the hot path below looks only when an answer is late
-            raise Aborted(step, self.interrupt_detail)
+            raise self._stopped(step)
         future = peer.client.call_async(request)
         # The step's outputs go out while the participant works on the request: a
         # publish costs a good part of a hop, and here it overlaps the participant's work
@@ -514,7 +524,7 @@ class ClockMaster:
                 break
             if self.interrupted and interruptible:
                 _cancel(sent)
-                raise Aborted(step, self.interrupt_detail)
+                raise self._stopped(step)
             if peer.gone():
                 _cancel(sent)
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
@@ -597,7 +607,7 @@ class ClockMaster:
             ParticipantTimeout: the call is past its wall-clock limit.
         """
         if self.interrupted:
-            raise Aborted(step, self.interrupt_detail)
+            raise self._stopped(step)
         if self._waiting is None:
             return
         _called, wall_deadline, limit_s = self._waiting
@@ -698,7 +708,7 @@ class ClockMaster:
         during a hold went unseen until the resume)."""
         assert self._executor is not None
         if self.interrupted:
-            raise Aborted(step, self.interrupt_detail)
+            raise self._stopped(step)
         if self.config.record:
             self._watch_recorder(step)
         now = time.monotonic()
@@ -893,7 +903,7 @@ class ClockMaster:
         for ready, what in waits:
             while not ready():
                 if self.interrupted:
-                    raise Aborted(-1, f"{self.interrupt_detail} while waiting for participants")
+                    raise self._stopped(-1, " while waiting for participants")
                 if time.monotonic() >= wall_deadline:
                     srv = services.get(what)
                     if srv is not None and self.node.count_services(srv) > 0:
@@ -995,6 +1005,14 @@ class ClockMaster:
         if self.config.record and refusal is not None and not self._recorder_seen():
             self.node.get_logger().warning(
                 f"no recorder was seen (no {self._recorder.client.srv_name} service): nothing recorded this run")
+        elif (self.config.record and refusal is not None and progress.steps_done == 0
+              and not self._recorder.client.service_is_ready()):
+            # refused before the recorder offered Finish (it waits for a participant's
+            # parameters, and stepping waits for Finish): it writes its record on the final
+            # status (nodes.recorder.close). Called, it took the whole Finish limit with its
+            # resends, some 20 s more before a run refused at start-up ended.
+            self.node.get_logger().info(f"the recorder offers no {self._recorder.client.srv_name} yet: its record "
+                                        "is written on the run's final status")
         elif self.config.record:
             status = RunStatus()
             status.run_id = self.config.run_id

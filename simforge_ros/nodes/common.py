@@ -616,7 +616,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
     dump_stacks_on_signal()
     if (status := start_rclpy(node_name, argv)) is not None:
         return status
-    stop = {"signal": False}
+    stop = {"signal": 0}  # the stop signal's number, once one came
     # Under `ros2 launch` the terminal's Ctrl-C reaches every node of the launch at once
     # (launch's children share its process group). The clock master then aborts the run at
     # its next step; a participant that left at once took the step it was serving with it,
@@ -630,12 +630,12 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         if signum == signal.SIGINT and defer_sigint and not interrupted_at:
             interrupted_at.append(time.monotonic())
             return
-        stop["signal"] = True
+        stop["signal"] = signum
         STOP.set()
 
     def _interrupt_outlasted() -> bool:
         if interrupted_at and time.monotonic() - interrupted_at[0] >= LAUNCH_INTERRUPT_S:
-            stop["signal"] = True
+            stop["signal"] = signal.SIGINT
             STOP.set()  # as a SIGTERM: a long piece of work in hand stops too
             return True
         return False
@@ -664,7 +664,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         why = ""  # why the participant ends before the run's final status came, for close()
         try:
             gone = ClockMasterGone(shell.node)
-            spin_until(executor, lambda: stop["signal"] or shell.finished or gone() or _interrupt_outlasted())
+            spin_until(executor, lambda: bool(stop["signal"]) or shell.finished or gone() or _interrupt_outlasted())
             if not (stop["signal"] or shell.finished):
                 why = f"the clock master has left ({gone.why}) and its final status never came"
                 print(f"{node_name}: {why} here; ending", file=sys.stderr, flush=True)
@@ -677,9 +677,13 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             close = getattr(shell, "close", None)
             if close is not None:
                 close(why)
-            exit_if_stuck(TEARDOWN_S, 0)  # what was recorded is written by now
+            # a stop signal before the run's end: 128 + its number, as a shell reports a process
+            # a signal ended (`simforge run` names a participant stopped so before step 0;
+            # it exited 0, and a run waited 30 s for its service, then blamed another node)
+            code = 128 + stop["signal"] if why == "a stop signal came" else 0
+            exit_if_stuck(TEARDOWN_S, code)  # what was recorded is written by now
             close_nodes(executor, [shell.node])
-        return 0
+        return code
     except Exception as err:  # noqa: BLE001 - the one place a node reports an unexpected error
         print(f"{node_name}: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_FAILURE

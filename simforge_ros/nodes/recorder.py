@@ -207,6 +207,7 @@ class Recorder:
         self._finishing: Future | None = None  # the Finish answer, once under way (see _on_finish)
         self._answered_at: float | None = None  # time.monotonic() when Finish was answered
         self._final = False  # the clock master's final status has arrived
+        self._final_status: Any = None  # it (a RunStatus), for close()
         self._subs = []
         self._topics: dict[str, tuple[str, str | None]] = {}  # topic -> (type name, assembler part)
         self._step_subs = []  # of topics.STEP_TOPICS: see _offer_finish
@@ -266,12 +267,15 @@ class Recorder:
     @property
     def finished(self) -> bool:
         """Finish answered, and the clock master's final status here (or _LINGER_S gone by):
-        until the answer has reached the clock master, it may ask again. (A clock master
-        that has left ends the recorder too: nodes.common.ClockMasterGone.)"""
-        if self._answered_at is None:
-            return False
+        until the answer has reached the clock master, it may ask again. The final status
+        without a Finish answered (a run refused before it could be offered: the clock
+        master has given up on it) ends it too, where the recorder waited for the clock
+        master to leave and then said that status had never come. (A clock master that has
+        left ends the recorder too: nodes.common.ClockMasterGone.)"""
         if self._final:
             return True
+        if self._answered_at is None:
+            return False
         if time.monotonic() - self._answered_at < _LINGER_S:
             return False
         if self._ended_unsaid:  # said once: the participant's loop asks again before it ends
@@ -281,8 +285,8 @@ class Recorder:
                       "Finish", file=sys.stderr, flush=True)
         return True
 
-    def _on_final(self, _status: Any) -> None:
-        self._final = True
+    def _on_final(self, status: Any) -> None:
+        self._final, self._final_status = True, status
 
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= self._heard_from:
@@ -761,10 +765,15 @@ class Recorder:
         incomplete_run, saying ``why`` it ended first if known, or as ``refusal`` (the
         single layout's, for a run stopped before its clock master ran)."""
         if not self._written:
+            done = self.assembler.steps_done
+            said = self._final_status
+            if refusal is None and said is not None and said.state == "refused" and said.steps_done == done:
+                # the clock master's refusal, which the bag holds too (verify compares the two):
+                # a run refused before Finish was offered was kept incomplete_run beside it
+                refusal = {"code": said.code, "step": said.step, "detail": said.detail}
             detail = "the recorder stopped before the clock master finished the run" + (f": {why}" if why else "")
             self._write(self._values["run_id"], False,
-                        refusal or {"code": "incomplete_run", "step": self.assembler.steps_done, "detail": detail},
-                        self.assembler.steps_done)
+                        refusal or {"code": "incomplete_run", "step": done, "detail": detail}, done)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ every named refusal firing at the right step (and not otherwise)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -186,9 +187,10 @@ def test_a_recorder_killed_at_its_first_step_leaves_a_run_salvage_keeps(tmp_path
     assert (manifest["refusal"]["code"], manifest["refusal"]["step"]) == ("participant_lost", result.refusal["step"])
 
 
-def test_a_participant_killed_before_step_0_ends_the_run_at_once_naming_it(tmp_path):
-    """A recorder SIGKILLed as it started left the clock master waiting out its start-up
-    limit for /simforge/finish (40 s here) and then blaming the service for not appearing."""
+def _signal_at_start(tmp_path: Path, node: str, sig: str) -> tuple[int, dict, float, int]:
+    """A 20-step run whose ``node`` is sent ``sig`` as soon as its process is there (held
+    until its handlers are in place: runner._start_node): (its pid, the run's --json line,
+    the seconds from the signal to the run's end, its exit status)."""
     import os
     import signal
     import subprocess
@@ -200,17 +202,86 @@ def test_a_participant_killed_before_step_0_ends_the_run_at_once_naming_it(tmp_p
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     wall_deadline = time.monotonic() + 60
     while not (found := [pid for pid in processes_mentioning(str(out))
-                         if b"nodes.recorder" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+                         if f"nodes.{node}".encode() in Path(f"/proc/{pid}/cmdline").read_bytes()]):
         assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
         time.sleep(0.005)
-    os.kill(found[0], signal.SIGKILL)
+    os.kill(found[0], getattr(signal, sig))
     killed_at = time.monotonic()
     stdout, stderr = run.communicate(timeout=60)
-    assert time.monotonic() - killed_at < 15, stderr  # not the 30 s start-up limit
-    result = json.loads(stdout)
-    assert run.returncode == 16 and result["refusal"] == {
+    took = time.monotonic() - killed_at
+    assert processes_mentioning(str(out)) == []
+    assert stdout, stderr
+    return found[0], json.loads(stdout), took, run.returncode
+
+
+def test_a_participant_killed_before_step_0_ends_the_run_at_once_naming_it(tmp_path):
+    """A recorder SIGKILLed as it started left the clock master waiting out its start-up
+    limit for /simforge/finish (40 s here) and then blaming the service for not appearing."""
+    pid, result, took, code = _signal_at_start(tmp_path, "recorder", "SIGKILL")
+    assert took < 15, result  # not the 30 s start-up limit
+    assert code == 16 and result["refusal"] == {
         "code": "participant_lost", "step": -1,
-        "detail": f"recorder (pid {found[0]}) was ended by signal SIGKILL before step 0"}, (result, stderr)
+        "detail": f"recorder (pid {pid}) was ended by signal SIGKILL before step 0"}, result
+
+
+@pytest.mark.parametrize(("node", "sig"), [("sim_bridge", "SIGTERM"), ("driver", "SIGINT")])
+def test_a_participant_that_took_a_stop_signal_at_its_start_ends_the_run_naming_it(tmp_path, node, sig):
+    """A bridge or driver that took a SIGTERM or SIGINT (its handler: it says so and
+    leaves) exited 0 and, before step 0, was not seen at all: the run waited 30 s for its
+    service and refused participant_timeout, and the recorder, waiting for the bridge's
+    parameters, was kept incomplete_run beside it (`verify` failed the run's own bag). It
+    exits 128 + the signal's number now and is named as a killed one is: before step 0
+    by the runner, once called by the clock master (which of the two depends on when its
+    handler took the signal)."""
+    pid, result, took, code = _signal_at_start(tmp_path, node, sig)
+    assert took < 15, result
+    assert code == 16 and result["refusal"]["code"] == "participant_lost", result
+    step, detail = result["refusal"]["step"], result["refusal"]["detail"]
+    assert (step, detail) == (-1, f"{node} (pid {pid}) was ended by signal {sig} before step 0") or (
+        step >= 0 and detail == f"{node} (pid {pid}) is gone"), result
+    manifest = json.loads((Path(result["run_dir"]) / "manifest.json").read_text())
+    assert manifest["refusal"] == result["refusal"]
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_run_refused_before_the_recorder_offered_finish_keeps_that_refusal_at_once(tmp_path):
+    """A bridge frozen as it started (SIGSTOP: it never publishes its parameters, which the
+    recorder waits for before it offers Finish) is refused participant_timeout at the
+    start-up limit. The clock master then called the unoffered Finish with its resends for
+    some 20 s, and the recorder, which had the final status, waited for the clock master to
+    leave and kept the run incomplete_run, "its final status never came": `verify` failed
+    the run's own bag, whose status said participant_timeout."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--steps", "20",
+                            "--set", "clock_master.startup_timeout_ms=3000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 60
+    while not (found := [pid for pid in processes_mentioning(str(out))
+                         if b"nodes.sim_bridge" in Path(f"/proc/{pid}/cmdline").read_bytes()]):
+        assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+        time.sleep(0.002)
+    os.kill(found[0], signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(found[0], signal.SIGCONT)
+    assert time.monotonic() - stopped_at < 15, stderr  # 3 s, the recorder's record, 5 s for the frozen bridge
+    result = json.loads(stdout)
+    assert result["refusal"] == {"code": "participant_timeout", "step": -1,
+                                 "detail": "sim_bridge service /simforge/step did not appear within 3 s"}, result
+    manifest = json.loads((Path(result["run_dir"]) / "manifest.json").read_text())
+    assert manifest["refusal"] == result["refusal"] and manifest["steps"] == 0
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
     assert processes_mentioning(str(out)) == []
 
 
