@@ -76,7 +76,7 @@ from simforge_ros.process_tuning import (
 )
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.reserve import RESERVE
-from simforge_ros.record.rundir import DOMAIN, PARAMS, RUNNER_REFUSAL, kept_chain
+from simforge_ros.record.rundir import DOMAIN, PARAMS, RUNNER_REFUSAL, STOPPED_FIRST, kept_chain
 from simforge_ros.resources import use_fastdds_profile
 
 NODES = ("recorder", "sim_bridge", "driver", "clock_master")
@@ -327,9 +327,13 @@ def _result(spec: RunSpec, outcome: Mapping[str, Any] | None, exit_code: int,
         refusal = {**refusal, "detail": f"{refusal['detail']}; {full}"}
     if manifest is not None and refusal is None and manifest["refusal"] is not None:
         refusal = manifest["refusal"]
-    elif manifest is not None and refusal is not None and manifest.get("status") == "counted":
+    elif manifest is not None and refusal is not None and (
+            manifest.get("status") == "counted" or _stopped_first(manifest.get("refusal"), refusal)):
         # the recorder wrote its manifest, then the clock master refused the run (its Finish
-        # answer came too late): exit 15 and a manifest, info and verify saying counted
+        # answer came too late): exit 15 and a manifest, info and verify saying counted.
+        # Or the recorder, stopped by a signal mid-run, kept the run incomplete_run, knowing
+        # no more, and the clock master then named the loss: exit 16 and a manifest saying
+        # incomplete_run (17), which info, diff and rerun read
         _refuse_in_manifest(spec, refusal)
         manifest = {**manifest, "status": "refused", "refusal": refusal}
     status = "counted" if refusal is None and exit_code == 0 else "refused"
@@ -963,6 +967,14 @@ def _refuse_in_manifest(spec: RunSpec, refusal: dict[str, Any]) -> None:
         manifest = json.loads(manifest_path.read_text())
         manifest["status"], manifest["refusal"] = "refused", refusal
         write_json(manifest_path, manifest)
+
+
+def _stopped_first(kept: object, refusal: Mapping[str, Any]) -> bool:
+    """Whether the recorder's refusal ``kept`` is its own incomplete_run of a run it left
+    before the final status (record.rundir.STOPPED_FIRST; its bag then holds no final
+    status), where the clock master's ``refusal`` says another code: how the run ended."""
+    return (isinstance(kept, dict) and kept.get("code") == "incomplete_run"
+            and str(kept.get("detail", "")).startswith(STOPPED_FIRST) and refusal.get("code") != "incomplete_run")
 
 
 def _lost_before_step_0(name: str, proc: subprocess.Popen[bytes]) -> dict[str, Any]:

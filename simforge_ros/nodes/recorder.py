@@ -68,7 +68,7 @@ from simforge_ros.record.clock_first import ClockFirst
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.record.reserve import RESERVE, RoomReserve
-from simforge_ros.record.rundir import kept_chain, unusable_run_dir
+from simforge_ros.record.rundir import STOPPED_FIRST, kept_chain, unusable_run_dir
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
@@ -771,7 +771,7 @@ class Recorder:
                 # the clock master's refusal, which the bag holds too (verify compares the two):
                 # a run refused before Finish was offered was kept incomplete_run beside it
                 refusal = {"code": said.code, "step": said.step, "detail": said.detail}
-            detail = "the recorder stopped before the clock master finished the run" + (f": {why}" if why else "")
+            detail = STOPPED_FIRST + (f": {why}" if why else "")
             self._write(self._values["run_id"], False,
                         refusal or {"code": "incomplete_run", "step": done, "detail": detail}, done)
 
