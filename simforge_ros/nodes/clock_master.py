@@ -208,6 +208,10 @@ period or decision step it cannot work at, or its own error. Another code it giv
 participant_error."""
 
 
+STALL_S = 1.0
+"""A wait's looks (every WALL_POLL_S) this far apart: the clock master itself did not run."""
+
+
 def _cancel(futures: Iterable[Any]) -> None:
     for future in futures:
         future.cancel()
@@ -517,7 +521,16 @@ class ClockMaster:
         # The answer usually comes well within one poll interval: only when it has not is
         # anything else looked at (interrupt, the peer's process in /proc, the wall_deadline), so
         # the hot path costs one spin and no system call.
+        wall_looked, stalled_s = time.monotonic(), 0.0
         while not spin_future(self._executor, future, WALL_POLL_S):
+            now = time.monotonic()
+            if now - wall_looked > STALL_S:
+                # this process did not run (stopped, a debugger, a paused VM): not the
+                # participant's time. A clock master frozen 12 s refused a bridge that had
+                # answered at once, "did not answer within 10 s"
+                stalled_s += now - wall_looked
+                wall_deadline += now - wall_looked
+            wall_looked = now
             answered = next((f for f in sent if f.done()), None)  # an earlier request's answer
             if answered is not None:
                 future = answered
@@ -527,8 +540,10 @@ class ClockMaster:
                 raise self._stopped(step)
             if peer.gone():
                 _cancel(sent)
-                raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone")
-            now = time.monotonic()
+                # one that left while this process was stopped may have taken the clock
+                # master for gone (nodes.common.ClockMasterGone): say so beside its loss
+                also = f" (the clock master itself did not run for {stalled_s:.1f} s meanwhile)" if stalled_s else ""
+                raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone{also}")
             if now >= wall_deadline:
                 _cancel(sent)
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")

@@ -285,6 +285,70 @@ def test_a_run_refused_before_the_recorder_offered_finish_keeps_that_refusal_at_
     assert processes_mentioning(str(out)) == []
 
 
+def test_a_recorder_stopped_by_a_signal_mid_run_keeps_the_refusal_the_run_exits_with(tmp_path):
+    """A recorder that took a SIGTERM mid-run kept its run incomplete_run (exit 17 for info,
+    diff and rerun, which read the folder) while `simforge run` exited 16, participant_lost,
+    the clock master's refusal once it missed the recorder: the manifest says that now."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--steps", "3000"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 120
+    while not (steps := list(out.glob("*/steps.jsonl"))) or steps[0].read_text().count("\n") < 30:
+        assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+        time.sleep(0.01)
+    (recorder,) = [pid for pid in processes_mentioning(str(out))
+                   if b"nodes.recorder" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(recorder, signal.SIGTERM)
+    stdout, stderr = run.communicate(timeout=120)
+    result = json.loads(stdout)
+    assert run.returncode == 16 and result["refusal"]["code"] == "participant_lost", (result, stderr)
+    assert result["refusal"]["detail"].startswith(f"recorder (pid {recorder}) is gone"), result
+    manifest = json.loads((Path(result["run_dir"]) / "manifest.json").read_text())
+    assert manifest["refusal"] == result["refusal"] and manifest["steps"] == result["steps"] >= 30
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    info = simforge("info", result["run_dir"], cwd=tmp_path)
+    assert "refused: participant_lost" in info.stdout, info.stdout
+
+
+def test_a_clock_master_stopped_for_a_while_blames_no_participant(tmp_path):
+    """The clock master frozen (SIGSTOP: a debugger, a paused VM) past participant_timeout_ms
+    while a bridge's answer was on its way refused the bridge, "did not answer within 3 s",
+    though it had answered at once: time this process did not run is not the participant's.
+    The run goes on and counts, with the chain of a run nobody stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    sets = ["--set", "clock_master.participant_timeout_ms=3000", "--steps", "600"]
+    plain = lockstep(tmp_path / "plain", steps=600, layout="processes",
+                     sets={"clock_master": {"participant_timeout_ms": 3000}})
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", *sets],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    wall_deadline = time.monotonic() + 120
+    while not (steps := list(out.glob("*/steps.jsonl"))) or steps[0].read_text().count("\n") < 30:
+        assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+        time.sleep(0.01)
+    (clock,) = [pid for pid in processes_mentioning(str(out))
+                if b"nodes.clock_master" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(clock, signal.SIGSTOP)
+    time.sleep(5.0)
+    os.kill(clock, signal.SIGCONT)
+    stdout, stderr = run.communicate(timeout=120)
+    result = json.loads(stdout)
+    assert (run.returncode, result["status"], result["steps"]) == (0, "counted", 600), (result, stderr)
+    assert result["chain_digest"] == plain.chain_digest
+
+
 def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_process(tmp_path):
     """The recorder is never called while stepping: the clock master knows its process
     from its latched parameters and refuses while stepping, not after the last step."""
