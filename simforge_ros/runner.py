@@ -839,7 +839,10 @@ def _run_processes(spec: RunSpec, params_file: Path, lease: DomainLease, on_step
         with taking(lambda: None):  # the nodes are ending: a signal now must not orphan them
             ending = not_started is None and killed is None
             wall_deadline = time.monotonic() + (_GRACE_S if ending else 1.0 if killed is not None else 0.0)
-            while any(p.poll() is None for p in procs.values()) and time.monotonic() < wall_deadline:
+            # a node stopped (SIGSTOP, a debugger) cannot end by itself: not waited for (a
+            # Ctrl-C took 9.7 s to end a run whose participant was stopped)
+            while (any(p.poll() is None and not _frozen(p.pid) for p in procs.values())
+                   and time.monotonic() < wall_deadline):
                 time.sleep(0.05)
             lingering = {name for name, proc in procs.items() if proc.poll() is None}
             if lingering and ending:
@@ -1162,11 +1165,25 @@ def _dump_stacks(procs: Mapping[str, subprocess.Popen[bytes]], names: set[str]) 
     time.sleep(0.3)  # faulthandler writes from the signal handler: at once
 
 
+def _frozen(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (SIGSTOP, SIGTSTP, a tracer): it runs nothing,
+    its handlers included, until continued."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
 def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:
-    """SIGTERM, then SIGKILL, every process still running; reap them all."""
+    """SIGTERM, then SIGKILL, every process still running; reap them all. One stopped is
+    continued after its SIGTERM, so that it takes it (and leaves as a node does, its shared
+    memory removed) rather than being killed 3 s later."""
     for proc in procs.values():
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGCONT)
     wall_deadline = time.monotonic() + 3.0
     for proc in procs.values():
         try:

@@ -4,6 +4,7 @@ while the recorder confirms the finished run does not turn it into an aborted on
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -298,3 +299,31 @@ def test_a_stop_raised_while_a_class_is_made_is_still_a_stop():
     assert runner._stopped_at_start(wrapped.value)
     assert runner._stopped_at_start(runner._StoppedAtStart())
     assert not runner._stopped_at_start(RuntimeError("another"))
+
+
+def test_ctrl_c_while_a_participant_is_stopped_ends_the_run_without_waiting_for_it(tmp_path):
+    """A driver stopped (SIGSTOP, a debugger) cannot end by itself: the run waited its 5 s
+    grace for it and then 3 s for a SIGTERM it could not take, 9.7 s after a Ctrl-C. It is
+    continued after its SIGTERM now, and leaves as a node does."""
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    proc = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--steps", "3000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    _wait_for_steps(proc, out, 30)
+    (driver,) = [pid for pid in processes_mentioning(str(out))
+                 if b"nodes.driver" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(driver, signal.SIGSTOP)
+    try:
+        time.sleep(0.5)
+        interrupted_at = time.monotonic()
+        os.kill(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(driver, signal.SIGCONT)
+    assert time.monotonic() - interrupted_at < 5.0, stderr
+    result = json.loads(stdout)
+    assert proc.returncode == 19 and result["refusal"]["code"] == "aborted", (result, stderr)
+    assert processes_mentioning(str(out)) == []
+    check = simforge("verify", result["run_dir"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
