@@ -416,6 +416,11 @@ class ClockMaster:
         if peer is not None and peer.pid is None and isinstance(process, dict) and isinstance(process.get("pid"), int):
             peer.learn(process["pid"], process.get("host"))
 
+    def _said(self, peer: _Peer) -> str:
+        """What a peer refused for its silence last said of its progress: the recorder's
+        steps chained (a Finish unanswered named no step of the run it had stalled at)."""
+        return f" (its last report: {self._backlog.recorded} steps chained)" if peer is self._recorder else ""
+
     def _stopped(self, step: int, where: str = "") -> Refusal:
         """The refusal of a run stopped at ``step`` (interrupted): aborted, or what `simforge
         run` stopped it for (process_tuning.stopped_for: a participant a signal ended before
@@ -440,7 +445,10 @@ class ClockMaster:
     def _refuse_if_recorder_gone(self, step: int) -> None:
         if self._recorder.gone():
             pid = self._recorder.pid
-            raise ParticipantLost(step, f"recorder (pid {pid}) is gone: the steps from here on would go unrecorded")
+            # found at a look every RECORDER_WATCH_S, some steps on: its last report says where
+            # its record stops ("the steps from here on would go unrecorded" named none)
+            raise ParticipantLost(step, f"recorder (pid {pid}) is gone, its last report {self._backlog.recorded} "
+                                        "steps chained: the steps it had not chained go unrecorded")
 
     def _keep_up_with_recorder(self, step: int) -> None:
         """Past ``recorder_backlog_steps`` steps ahead of what the recorder has chained,
@@ -546,7 +554,7 @@ class ClockMaster:
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone{also}")
             if now >= wall_deadline:
                 _cancel(sent)
-                raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
+                raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s{self._said(peer)}")
             if now >= wall_resend:
                 # Finish is answered once the record is complete: late messages are waited for
                 also = (", or the recorder is still waiting for a step's messages (recorder.finish_timeout_ms)"
@@ -565,7 +573,7 @@ class ClockMaster:
             # answered past its limit: in `single` a participant's callback holds this thread
             # (a torch model 40 s a call counted there, and was refused in `processes`); one
             # that refused, its own watchdog's words (SimBridge: "still working after ...") stand
-            raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s")
+            raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s{self._said(peer)}")
         self._one_answer_each(peer, step)  # a second answer to this request, or to an earlier one
         if hasattr(response, "pid"):  # Step and Decide answers name their process
             try:

@@ -365,6 +365,13 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
     # what it chained before it died is kept (flushed at the first record, then every 0.2 s)
     kept = steps_of(result)
     assert 1 <= len(kept) <= 300 and [s["step"] for s in kept] == list(range(len(kept)))
+    # found some steps on, it names where its record stops: its last report of steps chained
+    # ("the steps from here on would go unrecorded" named none, and those before were too)
+    import re
+
+    reported = re.fullmatch(r"recorder \(pid \d+\) is gone, its last report (\d+) steps chained: the steps it had "
+                            r"not chained go unrecorded", result.refusal["detail"])
+    assert reported is not None and 1 <= int(reported[1]) <= len(kept), result.refusal
     # the run's result says what was chained: its steps, chain and frames (frames were
     # recorded; the result said null, "no frame was recorded")
     assert (result.steps, result.chain_digest, result.frames_digest) == (
@@ -638,6 +645,20 @@ def test_a_stalled_recorder_pauses_the_loop_and_is_refused_not_outrun(tmp_path):
     assert 21 <= result.refusal["step"] <= 26  # the step after the 20 past what it had chained (0 to 5 steps)
     assert time.monotonic() - wall_start < 60
     assert processes_mentioning(result.run_dir) == []
+
+
+def test_a_recorder_stalled_before_its_finish_is_refused_saying_how_far_it_had_chained(tmp_path):
+    """A run shorter than the recorder's lead reaches Finish before a stalled recorder is
+    missed: refused then "recorder did not answer within 1.5 s" at the run's last step,
+    naming no step it had stalled at. Its last report of steps chained says now."""
+    result = lockstep(tmp_path, steps=15, layout="processes", faults=("stall=recorder@5",),
+                      sets={"clock_master": {"participant_timeout_ms": 1500}, "recorder": {"finish_timeout_ms": 500}})
+    assert result.status == "refused" and result.refusal["code"] == "participant_timeout", result.refusal
+    import re
+
+    said = re.fullmatch(r"recorder did not answer within [\d.]+ s \(its last report: (\d+) steps chained\)",
+                        result.refusal["detail"])
+    assert said is not None and int(said[1]) <= 5, result.refusal  # stalled taking step 5's records
 
 
 def test_in_one_process_the_recorder_never_falls_behind_and_the_run_is_the_same(tmp_path):
