@@ -340,6 +340,20 @@ def _check_verifies(out: Path) -> None:
                            f"corrupt where {STEPS} holds nothing of it)")
 
 
+def _status_run_id(prefix: McapPrefix) -> str | None:
+    """The run id the bag's first run status message (/simforge/status) names, or None."""
+    from simforge_ros.record.bag import typestore
+
+    for message in prefix.messages():
+        if message.topic == topics.STATUS:
+            try:
+                said = typestore().deserialize_cdr(message.data, "simforge_ros/msg/RunStatus")
+            except Exception:  # noqa: BLE001 - a damaged message names nothing; the directory does
+                return None
+            return str(getattr(said, "run_id", "")) or None
+    return None
+
+
 def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dict[str, Any]:
     """salvage() once its checks have passed: ``out`` written, or an error."""
     from simforge_ros.rerun import read_params
@@ -347,8 +361,10 @@ def _salvage_into(run: Path, out: Path, bag: Path, given: dict[str, Any]) -> dic
     prefix = read_mcap_prefix(bag)
     try:
         run_id = str(read_params(run / PARAMS)["clock_master"].get("run_id") or run.name)
-    except RunDirError:  # no usable parameter file: the directory names the run
-        run_id = run.name
+    except RunDirError:  # no usable parameter file (a run started by hand or by ros2 launch)
+        # the run's status messages name it; the directory only where the bag holds none
+        # (it was named by the directory, and the run's own status then failed verify)
+        run_id = _status_run_id(prefix) or run.name
     steps, missing = _replay(prefix, out, run_id, given)
     kept = agree = 0
     for mine, theirs in zip_longest(steps, iter_kept_steps(run / STEPS)):  # one record of each at a time

@@ -421,3 +421,17 @@ def test_a_refusal_said_before_the_last_salvaged_step_is_put_after_them(killed, 
     assert manifest["steps"] == 5
     verified = simforge("verify", str(salvaged), cwd=killed.parent)
     assert verified.returncode == 0, (verified.stdout, verified.stderr)
+
+
+def test_a_run_without_params_yaml_is_salvaged_under_the_run_id_its_bag_names(finished, killed):
+    """A run started by hand or by ros2 launch has no params.yaml: salvage named it after
+    its directory, and the salvaged run's own status messages (another run id) failed its
+    verify, "the bag is corrupt"."""
+    (killed / "params.yaml").unlink()
+    out = simforge("salvage", str(killed), "--json", cwd=killed.parent)
+    assert out.returncode == 0, out.stderr
+    salvaged = Path(json.loads(out.stdout)["out"])
+    manifest = json.loads((salvaged / "manifest.json").read_text())
+    run_id = json.loads((finished / "manifest.json").read_text())["run_id"]
+    assert (manifest["run_id"], manifest["steps"]) == (run_id, 5) and run_id != killed.name
+    assert simforge("verify", str(salvaged), cwd=killed.parent).returncode == 0
