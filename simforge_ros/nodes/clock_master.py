@@ -104,6 +104,7 @@ from simforge_ros.process_tuning import (
     unblock_held_signals,
     watch_launcher,
 )
+from simforge_ros.record.rundir import RECORD_FAILED
 from simforge_ros.srv import Decide, Finish, Step
 
 NAME = "clock_master"
@@ -1058,7 +1059,12 @@ class ClockMaster:
                                       interruptible=False)
                 chain = response.chain_digest
                 recorded = int(response.steps_recorded)
-                if refusal is None and not response.counted:
+                failed = response.detail.startswith(f"recorder: {RECORD_FAILED}")
+                if refusal is None and not response.counted and failed:
+                    # it could not write the record (its manifest, at the end): participant_error,
+                    # as one found failing mid-run is (it was "incomplete_run", "recorder: recorder: ...")
+                    refusal = ParticipantError(recorded, response.detail)
+                elif refusal is None and not response.counted:
                     refusal = IncompleteRun(recorded, f"recorder: {response.detail}")  # where its manifest says
             except Refusal as err:
                 if refusal is None:

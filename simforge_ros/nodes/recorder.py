@@ -22,6 +22,7 @@ info fails in the EventsExecutor of this rclpy, "SystemError: null argument".)
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import sys
 import time
@@ -68,7 +69,7 @@ from simforge_ros.record.clock_first import ClockFirst
 from simforge_ros.record.image_cdr import image_view, leading_stamp_ns
 from simforge_ros.record.manifest import build_manifest, wall_summary, write_json
 from simforge_ros.record.reserve import RESERVE, RoomReserve
-from simforge_ros.record.rundir import STOPPED_FIRST, kept_chain, unusable_run_dir
+from simforge_ros.record.rundir import RECORD_FAILED, STOPPED_FIRST, kept_chain, unusable_run_dir
 from simforge_ros.record.side_digests import (
     MARKERS_TYPE,
     ODOM_TYPE,
@@ -156,6 +157,7 @@ class Recorder:
             raise ConfigError.single(NAME, "out_dir", f"a new run directory (never overwritten; {why})",
                                      str(self.out_dir))
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._dir_id = _dir_id(self.out_dir)  # see _flush_record
         self._values = values
         self._faults = node_faults(values, NAME).for_node(NAME)
         kill, stall = self._faults.first("kill"), self._faults.first("stall")
@@ -405,7 +407,7 @@ class Recorder:
             return
         cause = err.__cause__ if isinstance(err, BagError) and err.__cause__ is not None else err
         reason = f"{type(cause).__name__}: {cause}"
-        self._failure = f"writing the run's record failed after {self.assembler.steps_done} steps ({reason})"
+        self._failure = f"{RECORD_FAILED} after {self.assembler.steps_done} steps ({reason})"
         self._failure_pub.publish(String(data=self._failure))
         self._say_failure()
 
@@ -504,6 +506,10 @@ class Recorder:
         self._bag.checkpoint()
         self._flush_at = now + _STEPS_FLUSH_S
         self._unflushed = False
+        if _dir_id(self.out_dir) != self._dir_id:
+            # writes into a removed directory's open files succeed, into nothing: a run whose
+            # directory was deleted ran to its end and then said "incomplete_run, 0 steps"
+            raise FileNotFoundError(errno.ENOENT, "the run directory was removed or replaced", str(self.out_dir))
 
     def _on_progress_timer(self) -> None:
         self._report_progress()
@@ -774,6 +780,15 @@ class Recorder:
             detail = STOPPED_FIRST + (f": {why}" if why else "")
             self._write(self._values["run_id"], False,
                         refusal or {"code": "incomplete_run", "step": done, "detail": detail}, done)
+
+
+def _dir_id(path: Path) -> tuple[int, int] | None:
+    """The directory's identity (device, inode), or None where it is no more."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,9 @@ STEPS = "steps.jsonl"
 PARAMS = "params.yaml"  # what `simforge run` started the nodes with (rerun, salvage)
 DOMAIN = "logs/ros_domain_id"  # the ROS domain the run's nodes are in, while it runs (simforge pause --run)
 RUNNER_REFUSAL = "logs/refusal.json"  # `simforge run`'s refusal of a run no manifest was written for (salvage)
+RECORD_FAILED = "writing the run's record failed"
+"""How the recorder's failure to write the record (a full disk, its directory removed)
+begins, in its log, its failure topic and its Finish answer's detail."""
 STOPPED_FIRST = "the recorder stopped before the clock master finished the run"
 """How an incomplete_run the recorder keeps on its own begins: it ended before the run's
 final status came, and knows no more of how the run ended (runner._result)."""

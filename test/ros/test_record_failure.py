@@ -71,3 +71,37 @@ def test_the_record_estimate_covers_what_a_run_writes(tmp_path):
                                                  sets={"sim_bridge": {"cameras": ["front", "left"]}})))
     assert estimate is not None
     assert written <= estimate.bytes <= 1.5 * written, (written, estimate.bytes)
+
+
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_a_run_whose_directory_is_removed_is_refused_as_one_that_cannot_write_its_record(tmp_path, layout):
+    """Writes into a removed directory's open files succeed, into nothing: the run went on
+    to its last step and was then refused "incomplete_run at step 0, 0 steps", its detail
+    "recorder: recorder: ...". The recorder looks at its directory at every flush (0.2 s)."""
+    import shutil
+    import signal
+    import time
+
+    out = tmp_path / "runs"
+    exe = Path(sys.executable).with_name("simforge")
+    run = subprocess.Popen([str(exe), "run", "right_turn", "--out", str(out), "--json", "--layout", layout,
+                            "--steps", "3000", "--real-time-factor", "10"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        wall_deadline = time.monotonic() + 120
+        while not (found := list(out.glob("*/steps.jsonl"))) or found[0].read_text().count("\n") < 20:
+            assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
+            time.sleep(0.02)
+        shutil.rmtree(found[0].parent)
+        removed_at = time.monotonic()
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGKILL)
+    assert time.monotonic() - removed_at < 10, stderr  # not the 3000 steps' 30 s
+    result = json.loads(stdout)
+    assert run.returncode == 18 and result["refusal"]["code"] == "participant_error", (result, stderr)
+    detail = result["refusal"]["detail"]
+    assert detail.startswith("recorder: writing the run's record failed after ") and "recorder: recorder" not in detail
+    assert "the run directory was removed or replaced" in detail, detail
+    assert result["refusal"]["step"] < 3000
