@@ -704,7 +704,13 @@ def _step_single(spec: RunSpec, params_file: Path, domain_id: int, on_step: Any,
             executor.add_node(shell.node)
         freeze_startup()
         outcome = clock.run(executor, on_step)
-        return _result(spec, outcome.to_dict(), outcome.exit_code)
+        told = outcome.to_dict()
+        if recorder is not None and told.get("refusal") is not None:
+            # refused before the recorder was asked to write (it offers Finish only once every
+            # participant's parameters have come): it keeps the run's refusal, as the exit
+            # status says; closed below, it kept "incomplete_run" (a Ctrl-C at start-up)
+            recorder.close(refusal=told["refusal"])
+        return _result(spec, told, outcome.exit_code)
     except (_StoppedAtStart, RuntimeError) as err:
         if not _stopped_at_start(err):  # as the processes layout says of a signal before its clock master ran
             raise

@@ -349,6 +349,22 @@ def test_a_clock_master_stopped_for_a_while_blames_no_participant(tmp_path):
     assert result["chain_digest"] == plain.chain_digest
 
 
+def test_in_one_process_a_run_refused_before_finish_was_offered_keeps_its_refusal(tmp_path, monkeypatch):
+    """The recorder offers Finish only once every participant's parameters have come (here:
+    never); a run refused before then (a Ctrl-C at start-up, 2 runs in 30) was kept
+    incomplete_run, "the recorder stopped before the clock master finished the run", while
+    its exit status said the run's refusal: in one process the recorder was closed after the
+    result was taken, knowing nothing of it."""
+    from simforge_ros.nodes.recorder import Recorder
+
+    monkeypatch.setattr(Recorder, "_offer_finish", lambda self: None)
+    result = lockstep(tmp_path, steps=5, layout="single", sets={"clock_master": {"startup_timeout_ms": 2000}})
+    assert result.refusal == {"code": "participant_timeout", "step": -1,
+                              "detail": "recorder service /simforge/finish did not appear within 2 s"}
+    assert manifest_of(result)["refusal"] == result.refusal
+    assert simforge("verify", result.run_dir, cwd=tmp_path).returncode == 0
+
+
 def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_process(tmp_path):
     """The recorder is never called while stepping: the clock master knows its process
     from its latched parameters and refuses while stepping, not after the last step."""
