@@ -50,6 +50,7 @@ from simforge_ros.core.errors import (
     one_line,
     refusal_from_code,
 )
+from simforge_ros.core.freeze import FreezeWatch
 from simforge_ros.core.lockstep import (
     BridgeObservation,
     DecideRequest,
@@ -207,10 +208,6 @@ DRIVER_REFUSALS = frozenset({MissingFrame.code, StaleFrame.code, RateNotMultiple
 """What a driver may refuse a step with: a frame it needs that is missing or stale, a camera
 period or decision step it cannot work at, or its own error. Another code it gives is its
 participant_error."""
-
-
-STALL_S = 1.0
-"""A wait's looks (every WALL_POLL_S) this far apart: the clock master itself did not run."""
 
 
 def _cancel(futures: Iterable[Any]) -> None:
@@ -399,6 +396,7 @@ class ClockMaster:
         self._pending: list[tuple[Any, Any]] = []
         self.interrupted = False
         self.interrupt_detail = "interrupted"  # the Aborted refusal's detail
+        self._freeze = FreezeWatch()  # time this process did not run: no participant's (_call)
         self._waiting: tuple[str, float, float] | None = None  # called, its wall deadline, limit (s)
 
     # -- participants over ROS -------------------------------------------------------------
@@ -477,6 +475,7 @@ class ClockMaster:
         timeout_s = self.config.participant_timeout_s
         wall_deadline = time.monotonic() + timeout_s
         recorded = self._backlog.recorded
+        frozen_from = self._freeze.frozen_s()  # time this process did not run is not the recorder's (_call)
         while not self._backlog.may_resume(published):
             if self.interrupted:
                 raise self._stopped(step)
@@ -486,7 +485,7 @@ class ClockMaster:
             if self._backlog.recorded != recorded:  # progress: a fresh timeout
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
-            elif time.monotonic() >= wall_deadline:
+            elif time.monotonic() >= wall_deadline + self._freeze.frozen_s() - frozen_from:
                 self._recorder_finish_s = 0.0  # a recorder that chains nothing is not outwaited at Finish either
                 raise ParticipantTimeout(
                     step, f"recorder chained no step within {timeout_s:g} s while "
@@ -530,16 +529,13 @@ class ClockMaster:
         # The answer usually comes well within one poll interval: only when it has not is
         # anything else looked at (interrupt, the peer's process in /proc, the wall_deadline), so
         # the hot path costs one spin and no system call.
-        wall_looked, stalled_s = time.monotonic(), 0.0
+        # time this process did not run (stopped, Ctrl-Z, a debugger, a paused VM) is not the
+        # participant's: a clock master frozen 12 s refused a bridge that had answered at once,
+        # "did not answer within 10 s" (in one process, the freeze fell in its callback)
+        frozen_from = self._freeze.frozen_s()
         while not spin_future(self._executor, future, WALL_POLL_S):
             now = time.monotonic()
-            if now - wall_looked > STALL_S:
-                # this process did not run (stopped, a debugger, a paused VM): not the
-                # participant's time. A clock master frozen 12 s refused a bridge that had
-                # answered at once, "did not answer within 10 s"
-                stalled_s += now - wall_looked
-                wall_deadline += now - wall_looked
-            wall_looked = now
+            stalled_s = self._freeze.frozen_s() - frozen_from
             answered = next((f for f in sent if f.done()), None)  # an earlier request's answer
             if answered is not None:
                 future = answered
@@ -553,7 +549,7 @@ class ClockMaster:
                 # master for gone (nodes.common.ClockMasterGone): say so beside its loss
                 also = f" (the clock master itself did not run for {stalled_s:.1f} s meanwhile)" if stalled_s else ""
                 raise ParticipantLost(step, f"{peer.who} (pid {peer.pid}) is gone{also}")
-            if now >= wall_deadline:
+            if now >= wall_deadline + stalled_s:
                 _cancel(sent)
                 raise ParticipantTimeout(step, f"{peer.who} did not answer within {timeout_s:g} s{self._said(peer)}")
             if now >= wall_resend:
@@ -570,7 +566,8 @@ class ClockMaster:
         if len(sent) > 1:  # the others' answers, should they come, are not waited for
             _cancel(f for f in sent if f is not future)
         response: Any = future.result()
-        if time.monotonic() > wall_deadline and getattr(response, "ok", True):
+        if (time.monotonic() > wall_deadline and getattr(response, "ok", True)
+                and time.monotonic() > wall_deadline + self._freeze.frozen_s() - frozen_from):
             # answered past its limit: in `single` a participant's callback holds this thread
             # (a torch model 40 s a call counted there, and was refused in `processes`); one
             # that refused, its own watchdog's words (SimBridge: "still working after ...") stand
@@ -995,6 +992,13 @@ class ClockMaster:
 
     def run(self, executor: Executor, on_step: Any = None) -> RunOutcome:
         """Run the whole loop on ``executor`` (which may also hold the other nodes)."""
+        self._freeze.start()
+        try:
+            return self._run(executor, on_step)
+        finally:
+            self._freeze.stop()
+
+    def _run(self, executor: Executor, on_step: Any) -> RunOutcome:
         self._executor = executor
         progress = LoopProgress()
         refusal: Refusal | None = None

@@ -317,18 +317,21 @@ def test_a_recorder_stopped_by_a_signal_mid_run_keeps_the_refusal_the_run_exits_
     assert "refused: participant_lost" in info.stdout, info.stdout
 
 
-def test_a_clock_master_stopped_for_a_while_blames_no_participant(tmp_path):
-    """The clock master frozen (SIGSTOP: a debugger, a paused VM) past participant_timeout_ms
-    while a bridge's answer was on its way refused the bridge, "did not answer within 3 s",
-    though it had answered at once: time this process did not run is not the participant's.
-    The run goes on and counts, with the chain of a run nobody stopped."""
+@pytest.mark.parametrize("layout", ["processes", "single"])
+def test_a_clock_master_stopped_for_a_while_blames_no_participant(tmp_path, layout):
+    """The clock master frozen (SIGSTOP: a debugger, Ctrl-Z, a paused VM) past
+    participant_timeout_ms while a participant's answer was on its way refused that
+    participant, "did not answer within 3 s", though it had answered at once: time this
+    process did not run is not the participant's (core.freeze). In one process the freeze
+    falls in a participant's callback. The run goes on and counts, with the chain of a run
+    nobody stopped."""
     import os
     import signal
     import subprocess
     import sys
 
-    sets = ["--set", "clock_master.participant_timeout_ms=3000", "--steps", "600"]
-    plain = lockstep(tmp_path / "plain", steps=600, layout="processes",
+    sets = ["--set", "clock_master.participant_timeout_ms=3000", "--steps", "600", "--layout", layout]
+    plain = lockstep(tmp_path / "plain", steps=600, layout=layout,
                      sets={"clock_master": {"participant_timeout_ms": 3000}})
     out = tmp_path / "runs"
     exe = Path(sys.executable).with_name("simforge")
@@ -338,11 +341,14 @@ def test_a_clock_master_stopped_for_a_while_blames_no_participant(tmp_path):
     while not (steps := list(out.glob("*/steps.jsonl"))) or steps[0].read_text().count("\n") < 30:
         assert run.poll() is None and time.monotonic() < wall_deadline, run.communicate()
         time.sleep(0.01)
-    (clock,) = [pid for pid in processes_mentioning(str(out))
-                if b"nodes.clock_master" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    os.kill(clock, signal.SIGSTOP)
+    if layout == "single":
+        frozen = run.pid
+    else:
+        (frozen,) = [pid for pid in processes_mentioning(str(out))
+                     if b"nodes.clock_master" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    os.kill(frozen, signal.SIGSTOP)
     time.sleep(5.0)
-    os.kill(clock, signal.SIGCONT)
+    os.kill(frozen, signal.SIGCONT)
     stdout, stderr = run.communicate(timeout=120)
     result = json.loads(stdout)
     assert (run.returncode, result["status"], result["steps"]) == (0, "counted", 600), (result, stderr)
