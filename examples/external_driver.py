@@ -27,7 +27,9 @@ clock master asks of a driver (the README's "Bring your own driver"):
 It serves one run after another (``--repeat``) until it is stopped (Ctrl-C); with
 ``--once`` it exits once the run it served has ended, as the run's final status on
 ``/simforge/status`` (latched: a late subscriber still gets it) says, exit 0 for a counted
-run and 1 for a refused one: what a CI job driving an ECU in lockstep waits for.
+run and 1 for a refused one: what a CI job driving an ECU in lockstep waits for. A run
+whose clock master left without a final status reaching this node (stopped meanwhile, the
+status writer gone with it) ends it too, exit 1: it waited for ever.
 """
 
 from __future__ import annotations
@@ -61,7 +63,16 @@ class CruiseDriver:
         self._running: str | None = None  # the run id of the last "running" status seen
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self.node.create_subscription(RunStatus, "/simforge/status", self._on_status, latched)
+        self._status = self.node.create_subscription(RunStatus, "/simforge/status", self._on_status, latched)
+        self._status_writer_seen = False
+
+    def clock_master_left(self) -> bool:
+        """The run this driver served has lost its status writer (its clock master) without a
+        final status here."""
+        writers = self._status.get_publisher_count()
+        self._status_writer_seen = self._status_writer_seen or writers > 0
+        served = self._answered is not None or self._running is not None
+        return served and self._status_writer_seen and writers == 0
 
     def _on_status(self, status: RunStatus) -> None:
         # A final status ends the run this driver served: one it answered, or one it saw
@@ -97,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rclpy.init()
     driver = CruiseDriver()
+    left = False  # the run's clock master left without a final status here
     # a run that ended before this node started, or one in another domain, is never served:
     # say where this one waits, so a script that waits on it can tell
     print(f"external_driver: serving /simforge/decide on ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}"
@@ -104,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while rclpy.ok() and not (args.once and driver.ended is not None):
             rclpy.spin_once(driver.node, timeout_sec=0.1)
+            if args.once and driver.ended is None and driver.clock_master_left():
+                for _ in range(10):  # a final status already on its way is taken first
+                    rclpy.spin_once(driver.node, timeout_sec=0.1)
+                left = driver.ended is None
+                break
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
@@ -114,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         driver.node.destroy_node()
         rclpy.try_shutdown()
         signal.setitimer(signal.ITIMER_REAL, 0)
+    if left:
+        print("external_driver: the run's clock master left without a final status", file=sys.stderr)
+        return 1
     if driver.ended is None or not args.once:
         return 0
     print(f"run {driver.ended.run_id}: {driver.ended.state} {driver.ended.code}".rstrip())

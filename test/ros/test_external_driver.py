@@ -155,6 +155,38 @@ def test_the_example_with_once_exits_when_the_run_it_served_ends(tmp_path, monke
     assert f"run {result.run_id}: {state}" in said
 
 
+def test_the_example_with_once_ends_when_the_clock_master_left_without_its_final_status(tmp_path, monkeypatch):
+    """The example stopped (SIGSTOP) until after the run it served had ended missed the final
+    status, which left with the clock master (latched by a writer that is gone): continued,
+    it waited for ever. It ends now once that writer has left, exit 1, saying so."""
+    import signal
+
+    with lease_domain(tmp_path / "lease") as lease:
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
+        driver = subprocess.Popen([sys.executable, str(EXAMPLE), "--once"], env=dict(lease.env), text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        stopped = threading.Event()
+
+        def stop_it(step: int, _total: int) -> None:
+            if step >= 3 and not stopped.is_set():
+                stopped.set()
+                driver.send_signal(signal.SIGSTOP)
+
+        try:
+            result = lockstep(tmp_path, steps=300, layout="processes", driver="external", on_step=stop_it,
+                              sets={"clock_master": {"participant_timeout_ms": 1000}})
+            driver.send_signal(signal.SIGCONT)
+            said, _ = driver.communicate(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.send_signal(signal.SIGCONT)
+                driver.kill()
+                driver.wait()
+    assert stopped.is_set() and result.status == "refused", (result.refusal, said)
+    assert driver.returncode == 1, said
+    assert "external_driver: the run's clock master left without a final status" in said
+
+
 def test_an_answer_from_another_process_mid_run_is_refused_by_name(tmp_path, monkeypatch):
     with lease_domain(tmp_path / "lease") as lease:
         monkeypatch.setenv("ROS_DOMAIN_ID", str(lease.domain_id))
