@@ -45,7 +45,7 @@ from launch.actions import (
 )
 from launch.event_handlers import OnProcessExit, OnShutdown
 from launch.events import Shutdown
-from launch.substitutions import EnvironmentVariable, LaunchConfiguration
+from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
 from simforge_ros.core.errors import EXIT_USAGE
@@ -56,18 +56,12 @@ from simforge_ros.under_launch import LAUNCH_INTERRUPT_S, UNDER_LAUNCH_ENV
 # launch's SIGTERM after Ctrl-C, then its SIGKILL: after a participant's own wait for the
 # run's end (LAUNCH_INTERRUPT_S), so an aborted run's Finish is not cut short
 SIGTERM_TIMEOUT_S = str(int(LAUNCH_INTERRUPT_S) + 5)
-FASTDDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 
 
-def _nodes(context: LaunchContext, default_params_file: str, default_profile: str) -> list[Any]:
+def _nodes(context: LaunchContext, default_params_file: str) -> list[Any]:
     """The nodes, once the launch arguments are known: each handed the parameter file and
     then the arguments given, typed as its parameters are declared. A bad argument or file
-    ends the launch here, named, before any node starts.
-
-    Each node gets the Fast DDS profile `simforge run` gives its node processes (a
-    shared-memory segment a four-camera step fits in, writers' heartbeats every 100 ms),
-    unless one of yours is named, in its own environment: a SetEnvironmentVariable here
-    also reached every process an including launch file starts after this one."""
+    ends the launch here, named, before any node starts."""
     planned = plan({arg: LaunchConfiguration(arg).perform(context) for arg in ARGS}, Path(default_params_file),
                    others=list(context.launch_configurations))
     # a file of our own, not a dict: launch_ros writes a dict's strings unquoted, and rcl
@@ -75,11 +69,9 @@ def _nodes(context: LaunchContext, default_params_file: str, default_profile: st
     fd, handed = tempfile.mkstemp(prefix="simforge_launch_", suffix=".yaml")
     with os.fdopen(fd, "w") as file:
         file.write(params_yaml(planned.nodes))
-    fastdds = {FASTDDS_PROFILE_ENV: EnvironmentVariable(FASTDDS_PROFILE_ENV,
-                                                        default_value=default_profile).perform(context)}
     nodes = {name: Node(package="simforge_ros", executable=name, name=name, output="screen",
                         parameters=[str(planned.params_file), handed], sigterm_timeout=SIGTERM_TIMEOUT_S,
-                        additional_env=fastdds if name == "clock_master" else {**fastdds, UNDER_LAUNCH_ENV: "1"})
+                        additional_env={} if name == "clock_master" else {UNDER_LAUNCH_ENV: "1"})
              for name in planned.nodes}
     end_with_clock = RegisterEventHandler(OnProcessExit(target_action=nodes["clock_master"],
                                                         on_exit=[EmitEvent(event=Shutdown())]))
@@ -112,6 +104,10 @@ def generate_launch_description() -> LaunchDescription:
     share = get_package_share_directory("simforge_ros")
     declared = [DeclareLaunchArgument(arg, default_value=item.default, description=item.doc)
                 for arg, item in ARGS.items()]
-    nodes = OpaqueFunction(function=_nodes, args=[os.path.join(share, "config", "simforge.yaml"),
-                                                  os.path.join(share, "config", "fastdds_shm.xml")])
+    # each node takes the Fast DDS profile `simforge run` gives its node processes (a
+    # shared-memory segment a four-camera step fits in, writers' heartbeats every 100 ms)
+    # itself, unless one of yours is named (nodes.common.start_rclpy): set here, in the
+    # launch's environment, it also reached every process a launch file including this one
+    # started after it
+    nodes = OpaqueFunction(function=_nodes, args=[os.path.join(share, "config", "simforge.yaml")])
     return LaunchDescription([*declared, nodes])

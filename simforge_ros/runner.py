@@ -1172,11 +1172,12 @@ def _dump_stacks(procs: Mapping[str, subprocess.Popen[bytes]], names: set[str]) 
 
 
 def _frozen(pid: int) -> bool:
-    """Whether process ``pid`` is stopped (SIGSTOP, SIGTSTP, a tracer): it runs nothing,
-    its handlers included, until continued."""
+    """Whether process ``pid`` is stopped (SIGSTOP, SIGTSTP): it runs nothing, its handlers
+    included, until continued. Not a tracing stop ("t"): a sampling profiler or strace puts
+    a live node there many times a second."""
     try:
         with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+            return handle.read().rsplit(")", 1)[1].split()[0] == "T"
     except (OSError, IndexError):
         return False
 

@@ -112,8 +112,7 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     [node] = _calls(source, "Node")
     assert ast.unparse(node) == ("Node(package='simforge_ros', executable=name, name=name, output='screen', "
                                  "parameters=[str(planned.params_file), handed], sigterm_timeout=SIGTERM_TIMEOUT_S, "
-                                 "additional_env=fastdds if name == 'clock_master' else {**fastdds, UNDER_LAUNCH_ENV: "
-                                 "'1'})")
+                                 "additional_env={} if name == 'clock_master' else {UNDER_LAUNCH_ENV: '1'})")
     assert "from simforge_ros.params import params_yaml" in source
     function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
     body = ast.unparse(function)
@@ -128,19 +127,15 @@ def test_launch_file_is_a_shell_around_the_launch_plan():
     assert "OnShutdown(on_shutdown=lambda _event, _context: _remove(handed))" in body
     [opaque] = _calls(source, "OpaqueFunction")
     assert ast.unparse(opaque) == ("OpaqueFunction(function=_nodes, args=[os.path.join(share, 'config', "
-                                   "'simforge.yaml'), os.path.join(share, 'config', 'fastdds_shm.xml')])")
+                                   "'simforge.yaml')])")
 
 
-def test_launch_file_gives_the_nodes_simforge_runs_fast_dds_profile_unless_one_is_named():
-    """Each node's own environment: a SetEnvironmentVariable at the launch file's top level
-    also reached every process a launch file including this one started after it."""
+def test_launch_file_sets_nothing_in_the_launchs_environment():
+    """The nodes take simforge's Fast DDS profile themselves (test_node_start.py): a
+    SetEnvironmentVariable at the launch file's top level also reached every process a
+    launch file including this one started after it."""
     source = (ROOT / "launch" / "simforge.launch.py").read_text()
-    assert _calls(source, "SetEnvironmentVariable") == []
-    function = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef) and n.name == "_nodes")
-    assert ("fastdds = {FASTDDS_PROFILE_ENV: EnvironmentVariable(FASTDDS_PROFILE_ENV, "
-            "default_value=default_profile).perform(context)}") in ast.unparse(function)
-    assert 'FASTDDS_PROFILE_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"' in source
-    assert (ROOT / "config" / "fastdds_shm.xml").is_file()
+    assert _calls(source, "SetEnvironmentVariable") == [] and "SetEnvironmentVariable" not in source
     assert source.split("LaunchDescription([", 1)[1].startswith("*declared, nodes])")
 
 

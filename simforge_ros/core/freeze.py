@@ -5,9 +5,11 @@ A participant's answer is allowed ``participant_timeout_ms`` of wall time; a clo
 frozen for longer while the answer was on its way refused a participant that had answered
 at once ("sim_bridge did not answer within 10 s"). A thread of its own looks at the clock
 every ``period_s``: looks ``gap_s`` or more apart mean the process was not running, and
-that time is counted. A long computation holding the interpreter lock does not stop it
-(Python hands the lock over every few milliseconds), so a slow participant in the same
-process is still timed.
+that time is counted. A long computation in Python does not stop it (the interpreter lock
+is handed over every few milliseconds), so a slow participant in the same process is
+still timed; one C call holding that lock for a second or more looks like a freeze. A
+debugger that stops the whole process (gdb) is a freeze; one that stops a thread (pdb)
+is not.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class FreezeWatch:
 
     def stop(self) -> None:
         self._stop.set()
+
+    @property
+    def counted(self) -> float:
+        """The seconds counted by the last look (no look now: cheap, for a hot path)."""
+        return self._frozen_s
 
     def frozen_s(self) -> float:
         """The seconds counted so far, a gap since the last look included: the thread that

@@ -397,7 +397,8 @@ class ClockMaster:
         self.interrupted = False
         self.interrupt_detail = "interrupted"  # the Aborted refusal's detail
         self._freeze = FreezeWatch()  # time this process did not run: no participant's (_call)
-        self._waiting: tuple[str, float, float] | None = None  # called, its wall deadline, limit (s)
+        # called, its wall deadline, limit (s), the frozen seconds counted when it was called
+        self._waiting: tuple[str, float, float, float] | None = None
 
     # -- participants over ROS -------------------------------------------------------------
     def _on_recorded(self, msg: UInt64) -> None:
@@ -485,6 +486,7 @@ class ClockMaster:
             if self._backlog.recorded != recorded:  # progress: a fresh timeout
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
+                frozen_from = self._freeze.frozen_s()
             elif time.monotonic() >= wall_deadline + self._freeze.frozen_s() - frozen_from:
                 self._recorder_finish_s = 0.0  # a recorder that chains nothing is not outwaited at Finish either
                 raise ParticipantTimeout(
@@ -522,7 +524,6 @@ class ClockMaster:
         # after the answer measured slower.)
         self._flush()
         wall_deadline = time.monotonic() + timeout_s
-        self._waiting = (peer.who, wall_deadline, timeout_s)  # for overdue()
         sent = [future]
         resend_s = RESEND_S
         wall_resend = time.monotonic() + resend_s if first else math.inf
@@ -532,7 +533,8 @@ class ClockMaster:
         # time this process did not run (stopped, Ctrl-Z, a debugger, a paused VM) is not the
         # participant's: a clock master frozen 12 s refused a bridge that had answered at once,
         # "did not answer within 10 s" (in one process, the freeze fell in its callback)
-        frozen_from = self._freeze.frozen_s()
+        frozen_from = self._freeze.counted  # a freeze not looked at yet only widens the allowance
+        self._waiting = (peer.who, wall_deadline, timeout_s, frozen_from)  # for overdue()
         while not spin_future(self._executor, future, WALL_POLL_S):
             now = time.monotonic()
             stalled_s = self._freeze.frozen_s() - frozen_from
@@ -631,8 +633,9 @@ class ClockMaster:
             raise self._stopped(step)
         if self._waiting is None:
             return
-        _called, wall_deadline, limit_s = self._waiting
-        if time.monotonic() >= wall_deadline:
+        _called, wall_deadline, limit_s, frozen_from = self._waiting
+        now = time.monotonic()
+        if now >= wall_deadline and now >= wall_deadline + self._freeze.frozen_s() - frozen_from:
             raise ParticipantTimeout(step, f"still working after {limit_s:g} s, the limit of a call")
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:

@@ -576,15 +576,17 @@ def start_rclpy(node_name: str, argv: list[str]) -> int | None:
     on stderr, one line each: never rcl's traceback).
 
     A node started by hand (``ros2 run``, a shell; not by `simforge run` nor the launch
-    file, which check the files and name the Fast DDS profile themselves) reads its
+    file, which check the files themselves) reads its
     parameter files as `simforge run --params-file` does first: a file rcl takes that gives
     the node nothing (a scalar, an empty file, a section ``clock_mastr``) started it on its
-    defaults without a word. Such a node also gets the package's Fast DDS profile where none
-    is named: without its heartbeats every hand-started run ended 2 s late, each record
-    topic "not acknowledged".
+    defaults without a word. Such a node, and one the launch file starts, also gets the
+    package's Fast DDS profile where none is named: without its heartbeats every
+    hand-started run ended 2 s late, each record topic "not acknowledged" (`simforge run`
+    names it in its nodes' environment).
     """
-    if not (os.environ.get(LAUNCHER_ENV) or os.environ.get(UNDER_LAUNCH_ENV)):
+    if not os.environ.get(LAUNCHER_ENV):  # started by hand or by the launch file
         use_fastdds_profile(os.environ)  # before rclpy makes this process's participant
+    if not (os.environ.get(LAUNCHER_ENV) or os.environ.get(UNDER_LAUNCH_ENV)):
         try:
             for path in params_files(argv):
                 read_params_file(Path(path), ask_rcl=False)  # rcl's own refusal: below

@@ -60,7 +60,6 @@ from simforge_ros.nodes.common import (
     run_participant,
     stall_forever,
     steady_timer,
-    watch_run_status,
 )
 from simforge_ros.nodes.driver import ALL_CAMERAS
 from simforge_ros.record.assembler import StepAssembler
@@ -264,7 +263,8 @@ class Recorder:
         # issue, is the likely cause); now such a run cannot start unrecorded.
         self._offer_timer: Any = steady_timer(self.node, _MATCH_POLL_S, self._offer_finish)
         self.offering = False
-        self._status_sub = watch_run_status(self.node, self._on_final)
+        self._running_id: str | None = None  # the run id of the "running" status seen (see _on_status)
+        self._status_sub = self.node.create_subscription(RunStatus, topics.STATUS, self._on_status, LATCHED_QOS)
 
     @property
     def finished(self) -> bool:
@@ -287,8 +287,17 @@ class Recorder:
                       "Finish", file=sys.stderr, flush=True)
         return True
 
-    def _on_final(self, status: Any) -> None:
-        self._final, self._final_status = True, status
+    def _on_status(self, status: Any) -> None:
+        """The clock master's status: "running" as its run starts, then its final status
+        (counted or refused). A final one counts only for this run (its "running" seen, or
+        this recorder's own run_id): a latched one of a run before (a clock master still
+        ending in a domain shared by hand-started nodes) would end this recorder with that
+        run's refusal (finished, close)."""
+        if status.state == "running":
+            self._running_id = str(status.run_id)
+        elif status.state in ("counted", "refused") and str(status.run_id) in (self._running_id,
+                                                                                self._values["run_id"]):
+            self._final, self._final_status = True, status
 
     def _offer_finish(self) -> None:
         if self.offering or not self._nodes.keys() >= self._heard_from:

@@ -343,11 +343,12 @@ def _check_verifies(out: Path) -> None:
 def _status_run_id(prefix: McapPrefix) -> str | None:
     """The run id the bag's first run status message (/simforge/status) names, or None."""
     from simforge_ros.record.bag import typestore
+    from simforge_ros.record.verify import STATUS_TYPE
 
     for message in prefix.messages():
         if message.topic == topics.STATUS:
             try:
-                said = typestore().deserialize_cdr(message.data, "simforge_ros/msg/RunStatus")
+                said = typestore().deserialize_cdr(message.data, STATUS_TYPE)
             except Exception:  # noqa: BLE001 - a damaged message names nothing; the directory does
                 return None
             return str(getattr(said, "run_id", "")) or None

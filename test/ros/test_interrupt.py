@@ -321,7 +321,7 @@ def test_ctrl_c_while_a_participant_is_stopped_ends_the_run_without_waiting_for_
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(driver, signal.SIGCONT)
-    assert time.monotonic() - interrupted_at < 5.0, stderr
+    assert time.monotonic() - interrupted_at < 7.0, stderr  # about 2 s here, 9.7 s before
     result = json.loads(stdout)
     assert proc.returncode == 19 and result["refusal"]["code"] == "aborted", (result, stderr)
     assert processes_mentioning(str(out)) == []

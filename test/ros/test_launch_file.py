@@ -92,10 +92,9 @@ def test_the_installed_launch_file_starts_the_four_nodes_to_a_counted_run(ros_le
     described = _describe(given, env)
     assert described["launch_file"] == str(PREFIX / "share" / "simforge_ros" / "launch" / "simforge.launch.py")
     assert described["declared"] == sorted(ARGS)
-    # the Fast DDS profile goes in each node's own environment, none in the launch's (an
-    # including launch file's later processes got it too)
+    # nothing in the launch's environment (an including launch file's later processes got
+    # the Fast DDS profile too): the nodes take it themselves (nodes.common.start_rclpy)
     assert described["env"] == []
-    fastdds = {"FASTDDS_DEFAULT_PROFILES_FILE": str(PREFIX / "share" / "simforge_ros" / "config" / "fastdds_shm.xml")}
     assert described["said"] == [f"simforge: the run goes to {run_dir}"]
     nodes = described["nodes"]
     assert [n["name"] for n in nodes] == list(NODES) and all(n["package"] == "simforge_ros" for n in nodes)
@@ -104,8 +103,7 @@ def test_the_installed_launch_file_starts_the_four_nodes_to_a_counted_run(ros_le
         assert (PREFIX / "lib" / "simforge_ros" / node["executable"]).is_file(), node
         assert node["parameters"][0] == str(PREFIX / "share" / "simforge_ros" / "config" / "simforge.yaml")
         assert float(node["sigterm_timeout"]) > LAUNCH_INTERRUPT_S  # after a participant's own wait
-        assert node["additional_env"] == (fastdds if node["name"] == "clock_master"
-                                          else {**fastdds, UNDER_LAUNCH_ENV: "1"})
+        assert node["additional_env"] == ({} if node["name"] == "clock_master" else {UNDER_LAUNCH_ENV: "1"})
     # the clock master's exit ends the launch whatever its status; a participant's only at start-up (2)
     assert described["on_exit"] == {"clock_master": {"2": ["Shutdown"], "0": ["Shutdown"]},
                                     **{n: {"2": ["Shutdown"], "0": []} for n in NODES if n != "clock_master"}}
@@ -154,7 +152,3 @@ def test_the_installed_launch_file_starts_the_four_nodes_to_a_counted_run(ros_le
                      shut_down=True)["said"]
     assert said == ["simforge: launch argument scenaro is none of simforge's (did you mean scenario?); it sets "
                     "nothing here", f"simforge: the run goes to {tmp_path / 'third'}"]
-    # a Fast DDS profile of yours, named in the launch's environment, is the nodes' one
-    yours = {**env, "FASTDDS_DEFAULT_PROFILES_FILE": "/x/mine.xml"}
-    mine = _describe(given | {"out_dir": str(tmp_path / "fourth")}, yours, shut_down=True)
-    assert {n["additional_env"]["FASTDDS_DEFAULT_PROFILES_FILE"] for n in mine["nodes"]} == {"/x/mine.xml"}

@@ -116,3 +116,24 @@ def test_a_scenario_file_that_cannot_be_read_is_a_usage_error(tmp_path, layout):
         f"got {scenario}: <file>: expected a scenario file that can be read, got Permission denied"), out.stderr
     assert "Traceback" not in out.stderr and "unexpected error" not in out.stderr
     assert not any((tmp_path / "runs").glob("*"))  # nothing of a run left behind
+
+
+@pytest.mark.parametrize(("under_launch", "yours"), [(False, None), (True, None), (True, "/x/mine.xml")])
+def test_a_node_not_started_by_simforge_run_takes_its_fast_dds_profile_unless_one_is_named(
+        ros_lease, tmp_path, under_launch, yours):
+    """Started by hand or by the launch file (which sets nothing in the launch's own
+    environment: an including launch file's later processes got it too), a node names the
+    package's Fast DDS profile itself before its participant is made; one of yours stays."""
+    from simforge_ros.resources import fastdds_profile
+
+    env = _env(ros_lease)
+    if under_launch:
+        env[UNDER_LAUNCH_ENV] = "1"
+    if yours:
+        env["FASTDDS_DEFAULT_PROFILES_FILE"] = yours
+    code = ("import os, sys; from simforge_ros.nodes.common import start_rclpy; "
+            "status = start_rclpy('driver', ['driver']); print(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE'))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == (yours or str(fastdds_profile()))
