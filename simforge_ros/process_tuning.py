@@ -215,6 +215,16 @@ from the log, and a run refused at step 57 for that disk read "participant_error
 step 0"."""
 
 
+def process_state(pid: int) -> str | None:
+    """The state letter of local process ``pid`` in /proc (R, S, T: stopped, Z: a zombie,
+    ...), or None where there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 STOPPED_FOR_ENV = "SIMFORGE_STOPPED_FOR"
 """Set by `simforge run` for the clock master it starts: a file that, once there, holds
 the refusal the run is stopped for (a participant a signal ended before step 0) before

@@ -73,6 +73,7 @@ from simforge_ros.process_tuning import (
     TEARDOWN_CUT,
     TEARDOWN_SIGNAL,
     ended_if_stuck,
+    process_state,
 )
 from simforge_ros.record.manifest import write_json
 from simforge_ros.record.reserve import RESERVE
@@ -1175,11 +1176,7 @@ def _frozen(pid: int) -> bool:
     """Whether process ``pid`` is stopped (SIGSTOP, SIGTSTP): it runs nothing, its handlers
     included, until continued. Not a tracing stop ("t"): a sampling profiler or strace puts
     a live node there many times a second."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] == "T"
-    except (OSError, IndexError):
-        return False
+    return process_state(pid) == "T"
 
 
 def _stop_all(procs: Mapping[str, subprocess.Popen[bytes]]) -> None:

@@ -55,6 +55,13 @@ class FreezeWatch:
         self.look()
         return self._frozen_s
 
+    def past(self, wall_deadline: float, frozen_from: float, now: float | None = None) -> bool:
+        """Whether ``now`` is past ``wall_deadline`` moved on by the seconds counted frozen
+        since ``frozen_from`` (frozen_s or counted, read when the wait began); the look only
+        once the plain deadline has passed."""
+        now = self._clock() if now is None else now
+        return now >= wall_deadline and now >= wall_deadline + self.frozen_s() - frozen_from
+
     def look(self) -> None:
         """One look at the clock: a gap of gap_s or more since the last is counted (less the
         period a look waits anyway)."""

@@ -487,7 +487,7 @@ class ClockMaster:
                 recorded = self._backlog.recorded
                 wall_deadline = time.monotonic() + timeout_s
                 frozen_from = self._freeze.frozen_s()
-            elif time.monotonic() >= wall_deadline + self._freeze.frozen_s() - frozen_from:
+            elif self._freeze.past(wall_deadline, frozen_from):
                 self._recorder_finish_s = 0.0  # a recorder that chains nothing is not outwaited at Finish either
                 raise ParticipantTimeout(
                     step, f"recorder chained no step within {timeout_s:g} s while "
@@ -568,8 +568,7 @@ class ClockMaster:
         if len(sent) > 1:  # the others' answers, should they come, are not waited for
             _cancel(f for f in sent if f is not future)
         response: Any = future.result()
-        if (time.monotonic() > wall_deadline and getattr(response, "ok", True)
-                and time.monotonic() > wall_deadline + self._freeze.frozen_s() - frozen_from):
+        if getattr(response, "ok", True) and self._freeze.past(wall_deadline, frozen_from):
             # answered past its limit: in `single` a participant's callback holds this thread
             # (a torch model 40 s a call counted there, and was refused in `processes`); one
             # that refused, its own watchdog's words (SimBridge: "still working after ...") stand
@@ -634,8 +633,7 @@ class ClockMaster:
         if self._waiting is None:
             return
         _called, wall_deadline, limit_s, frozen_from = self._waiting
-        now = time.monotonic()
-        if now >= wall_deadline and now >= wall_deadline + self._freeze.frozen_s() - frozen_from:
+        if self._freeze.past(wall_deadline, frozen_from):
             raise ParticipantTimeout(step, f"still working after {limit_s:g} s, the limit of a call")
 
     def _on_pause(self, request: SetBool.Request, response: SetBool.Response) -> SetBool.Response:

@@ -49,6 +49,7 @@ from simforge_ros.process_tuning import (
     end_after,
     exit_after,
     freeze_startup,
+    process_state,
     tune_process,
     unblock_held_signals,
     watch_launcher,
@@ -307,12 +308,7 @@ def watch_run_status(node: Node, on_final: Callable[[Any], None]) -> Any:
 
 def process_alive(pid: int) -> bool:
     """Whether a local process runs (a zombie counts as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return process_state(pid) not in (None, "Z", "X")
 
 
 def in_dds_domain(pid: int, domain_id: int) -> bool:
@@ -664,6 +660,10 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
         executor.add_node(shell.node)
         freeze_startup()
         why = ""  # why the participant ends before the run's final status came, for close()
+        # a stop signal before the run's end: 128 + its number, as a shell reports a process
+        # a signal ended (`simforge run` names a participant stopped so before step 0; it
+        # exited 0, and a run waited 30 s for its service, then blamed another node)
+        code = 0
         try:
             gone = ClockMasterGone(shell.node)
             spin_until(executor, lambda: bool(stop["signal"]) or shell.finished or gone() or _interrupt_outlasted())
@@ -671,7 +671,7 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
                 why = f"the clock master has left ({gone.why}) and its final status never came"
                 print(f"{node_name}: {why} here; ending", file=sys.stderr, flush=True)
             elif stop["signal"] and not shell.finished:
-                why = "a stop signal came"
+                why, code = "a stop signal came", 128 + stop["signal"]
                 print(f"{node_name}: {why} before the run's final status; ending", file=sys.stderr, flush=True)
             # let the last answers and publications leave before the node goes away
             spin_until(executor, lambda: False, 0.2)
@@ -679,10 +679,6 @@ def run_participant(build: Callable[[], Any], node_name: str, argv: list[str] | 
             close = getattr(shell, "close", None)
             if close is not None:
                 close(why)
-            # a stop signal before the run's end: 128 + its number, as a shell reports a process
-            # a signal ended (`simforge run` names a participant stopped so before step 0;
-            # it exited 0, and a run waited 30 s for its service, then blamed another node)
-            code = 128 + stop["signal"] if why == "a stop signal came" else 0
             exit_if_stuck(TEARDOWN_S, code)  # what was recorded is written by now
             close_nodes(executor, [shell.node])
         return code

@@ -43,3 +43,23 @@ def test_a_busy_thread_holding_the_interpreter_is_not_a_freeze() -> None:
         assert watch.frozen_s() == 0.0
     finally:
         watch.stop()
+
+
+def test_past_moves_the_deadline_on_by_the_time_frozen_since_the_wait_began() -> None:
+    clock = _Clock()
+    watch = FreezeWatch(period_s=0.1, gap_s=1.0, clock=clock)
+    began = watch.frozen_s()
+    deadline = clock.now + 3.0
+
+    def looks(n: int) -> None:  # on time
+        for _ in range(n):
+            clock.now += 0.1
+            watch.look()
+
+    looks(10)
+    clock.now += 5.0  # frozen (4.9 s of it counted: a look's period is waited anyway)
+    assert not watch.past(deadline, began)  # past the plain deadline, not the moved one
+    looks(18)
+    assert clock.now < deadline + 4.9 and not watch.past(deadline, began)
+    clock.now += 0.15
+    assert watch.past(deadline, began)
