@@ -393,7 +393,8 @@ def test_a_killed_recorder_stops_the_run_as_participant_lost_and_leaves_no_proce
 
     reported = re.fullmatch(r"recorder \(pid \d+\) is gone, its last report (\d+) steps chained: the steps it had "
                             r"not chained go unrecorded", result.refusal["detail"])
-    assert reported is not None and 1 <= int(reported[1]) <= len(kept), result.refusal
+    # (at most the 300 it chained before step 300; steps.jsonl, flushed every 0.2 s, may keep fewer)
+    assert reported is not None and 1 <= int(reported[1]) <= 300, result.refusal
     # the run's result says what was chained: its steps, chain and frames (frames were
     # recorded; the result said null, "no frame was recorded")
     assert (result.steps, result.chain_digest, result.frames_digest) == (
