@@ -5,7 +5,8 @@
     2. the lockstep loop in both layouts, without cameras and with the four-camera rig,
        recorder on and off (per-step time: the clock master's wall_step_ns, i.e. each
        step's whole loop cycle, start-up steps left out);
-    3. per-step time against the round trips a step needs (Step + Decide) x the floor;
+    3. per-step time against the round trips a step needs (Step + Decide) x the floor, and
+       against the same message pattern with participants that do nothing;
     4. the recorder's hashing against plain hashlib.sha256 over the same bytes;
     5. engine ticks/s and render ms per frame, and the loop without ROS (the baseline);
     6. peak RSS of every node process late in a long run against early in it.
@@ -139,22 +140,42 @@ def floor_cell(where: str, executor: str, samples: int, tries: int = FLOOR_TRIES
         BenchTransport: no try completed.
     """
     from simforge_ros.benchmarks import transport
+
+    return _leased_cell(f"the {where} / {executor} round trip", f"transport floor ({where}, {executor})",
+                        lambda lease: transport.measure(lease, where, executor, samples).to_dict(), tries)
+
+
+def pattern_cell(layout: str, record: bool, steps: int, tries: int = FLOOR_TRIES) -> dict[str, Any]:
+    """The lockstep's message pattern with participants that do nothing (benchmarks.pattern),
+    each try on a fresh lease and peers, as a floor cell.
+
+    Raises:
+        BenchTransport: no try completed.
+    """
+    from simforge_ros.benchmarks import pattern
+
+    what = f"{layout}, recorder's reader {'on' if record else 'off'}"
+    return _leased_cell(f"the message pattern ({what})", f"message pattern ({what})",
+                        lambda lease: pattern.measure(lease, layout, record, steps), tries)
+
+
+def _leased_cell(what: str, label: str, measure: Any, tries: int) -> dict[str, Any]:
     from simforge_ros.isolation import lease_domain
 
     failures: list[str] = []
     for _ in range(tries):
         try:
             # held as a run holds its domain: a run started meanwhile with the same
-            # ROS_DOMAIN_ID is refused instead of disturbing (and being disturbed by) the floor
-            with lease_domain() as lease, hold_domain(lease.domain_id, "simforge bench (transport floor)"):
-                cell = transport.measure(lease, where, executor, samples).to_dict()
+            # ROS_DOMAIN_ID is refused instead of disturbing (and being disturbed by) the cell
+            with lease_domain() as lease, hold_domain(lease.domain_id, f"simforge bench ({label})"):
+                cell = dict(measure(lease))
         except TimeoutError as err:
             failures.append(str(err))
-            _log(f"transport floor ({where}, {executor}): {err}; measuring it again")
+            _log(f"{label}: {err}; measuring it again")
             continue
         cell["tries"] = len(failures) + 1
         return cell
-    raise BenchTransport(f"the {where} / {executor} round trip failed {tries} times: {'; '.join(failures)}")
+    raise BenchTransport(f"{what} failed {tries} times: {'; '.join(failures)}")
 
 
 def descendants(pid: int) -> list[int]:
@@ -265,6 +286,14 @@ def measure_all(plan: Plan) -> dict[str, Any]:
                       f"steps against after {plan.rss_early} steps, one run, /proc/<pid>/status sampled every 0.1 s",
         "lost_messages": "over every recorded run: steps incomplete + messages missing from the bag (per-step "
                          "topics, images and camera infos)",
+        "pattern": "the lockstep's own message pattern (Step and Decide round trips with the real interfaces, the "
+                   "five record messages to a reader that drops them) with participants that answer at once and "
+                   "do nothing (benchmarks/pattern.py), measured next to each layout's loop runs: pattern_us is "
+                   "the median over those cells of their per-step medians, the floor any implementation of this "
+                   "contract on rclpy and Fast DDS stands on here; ratio_processes_pattern = pattern_us.processes"
+                   ".recorder / (2 round trips x floor_us), the lowest ratio_processes this machine allows; "
+                   "own_work_us = the loop's median per-step (no cameras, recorder on) - pattern_us: the "
+                   "simulation's, driver's, contract's and recorder's own work",
         "recorder_single": "added_us: single layout, no cameras, median per-step recorder on - recorder off; "
                            "own_us: the recorder node's handler fed the same messages serialised (no transport, "
                            "no executor; benchmarks/recorder.py), µs per step; the rest is the messages' way "
@@ -309,10 +338,14 @@ def measure_all(plan: Plan) -> dict[str, Any]:
     # without cameras: `repeats` rounds over the four configurations, the floor around each
     # processes pair; the run with the median per-step time of each configuration is kept
     repeated: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    doc["pattern"] = []
     for _ in range(plan.repeats):
         for layout in ("single", "processes"):
             if layout == "processes":
                 floor_now()
+            for record in (True, False):
+                _log(f"message pattern, empty participants: {layout}, recorder's reader {'on' if record else 'off'}")
+                doc["pattern"].append(pattern_cell(layout, record, plan.loop_steps))
             for record in (True, False):
                 repeated.setdefault((layout, record), []).append(one(layout, (), record, plan.loop_steps))
             if layout == "processes":
@@ -434,6 +467,8 @@ def derive(doc: dict[str, Any]) -> dict[str, Any]:
             lost += int(r.get("steps_incomplete", 0))
             lost += sum(v for v in (r.get("missing_messages") or {}).values() if isinstance(v, int))
     growth = (doc.get("memory") or {}).get("hwm_growth_by_node") or {}
+    pattern = _pattern_figures(doc)
+    pattern_proc = pattern["per_step_us"]["processes"]["recorder"]
     return {
         "floor_us": floor_us,
         "floor_one_process_us": floor_one_us,
@@ -452,6 +487,29 @@ def derive(doc: dict[str, Any]) -> dict[str, Any]:
             "added_us": _difference(_median(_run(doc, "single", 0, True)), _median(_run(doc, "single", 0, False))),
             "own_us": (doc.get("recorder_alone") or {}).get("us_per_step"),
         },
+        "pattern_us": pattern["per_step_us"],
+        "steps_per_s_pattern": pattern["steps_per_s"],
+        "ratio_processes_pattern": ratio(pattern_proc, round_trips * floor_us if floor_us else None),
+        "own_work_us": {lay: _difference(_median(_run(doc, lay, 0, True)), pattern["per_step_us"][lay]["recorder"])
+                        for lay in ("single", "processes")},
+    }
+
+
+def _pattern_figures(doc: dict[str, Any]) -> dict[str, Any]:
+    """Per layout, recorder's reader on and off: the median over the pattern's cells of
+    their per-step medians, and of their steps/s (recorded: the reader on)."""
+    cells = doc.get("pattern") or []
+
+    def of(layout: str, record: bool, figure: Any) -> float | None:
+        return _median_of([figure(c) for c in cells if c.get("layout") == layout and c.get("record") is record])
+
+    def med(c: dict[str, Any]) -> Any:
+        return (c.get("per_step_us") or {}).get("median")
+
+    return {
+        "per_step_us": {lay: {"recorder": of(lay, True, med), "no_recorder": of(lay, False, med)}
+                        for lay in ("single", "processes")},
+        "steps_per_s": {lay: of(lay, True, lambda c: c.get("steps_per_s")) for lay in ("single", "processes")},
     }
 
 
@@ -533,6 +591,16 @@ def table(doc: dict[str, Any]) -> str:
     lines.append(f"  recorder's own work, no cameras (its handler fed a run's serialised messages): "
                  f"{_fmt(split.get('own_us'), 0)} µs/step, of the {_fmt(split.get('added_us'), 0)} µs/step it adds "
                  "in single (the rest: DDS and the executor)")
+    pattern, own = doc.get("pattern_us") or {}, doc.get("own_work_us") or {}
+    if doc.get("pattern"):
+        lines += ["", "the message pattern with participants that do nothing (a step's calls and record messages, "
+                      "nothing else; median µs/step)",
+                  "  layout     recorder's reader on   off    steps/s    the loop's own work over it (recorder on)"]
+        for lay in ("single", "processes"):
+            p = pattern.get(lay) or {}
+            lines.append(f"  {lay:10s} {_fmt(p.get('recorder'), 0):>21s} {_fmt(p.get('no_recorder'), 0):>5s}"
+                         f" {_fmt((doc.get('steps_per_s_pattern') or {}).get(lay), 0):>10s}"
+                         f"    {_fmt(own.get(lay), 0)} µs/step")
     mem = doc.get("memory") or {}
     rss = mem.get("rss_kb") or {}
     lines += ["", f"memory (processes layout, no cameras): VmHWM kB after {mem.get('steps_early')} -> "
@@ -546,7 +614,8 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  {key:30s} {_fmt(verdict['value'], 3):>10s}   {verdict['target']:14s} "
                      f"{'yes' if verdict['met'] else 'NO'}")
     for key in ("floor_us", "steps_per_s.processes", "steps_per_s_no_recorder.single",
-                "steps_per_s_no_recorder.processes", "ratio_processes_no_recorder", "ratio_single"):
+                "steps_per_s_no_recorder.processes", "ratio_processes_no_recorder", "ratio_single",
+                "ratio_processes_pattern", "steps_per_s_pattern.single"):
         lines.append(f"  {key:30s} {_fmt(_get(doc, key), 3):>10s}")
     if "bench_wall_s" in doc:
         lines.append(f"\n(bench took {doc['bench_wall_s']:.0f} s)")

@@ -45,6 +45,11 @@ def _loop_run(layout: str, cams: int, record: bool, median: float, **extra) -> d
             "steps_per_s": 1e6 / (median * 1.1), **extra}
 
 
+def _pattern_cell(layout: str, record: bool, median: float, steps_per_s: float) -> dict:
+    return {"layout": layout, "record": record, "per_step_us": {"median": median}, "steps_per_s": steps_per_s,
+            "recorder_took": 500 if record else None, "steps_sent": 100, "messages_per_step": 5, "tries": 1}
+
+
 def _synthetic() -> dict:
     floor = {"service_us": {"median": 100.0, "p99": 300.0}, "topic_us": {"median": 90.0, "p99": 200.0}}
     doc = {
@@ -66,6 +71,9 @@ def _synthetic() -> dict:
                                                 {"per_step_us": {"median": 13500.0}}]},
         "hashing": {"four_cameras": {"efficiency": 0.9}},
         "recorder_alone": {"us_per_step": 42.0},
+        "pattern": [_pattern_cell("single", True, 120.0, 8000.0), _pattern_cell("single", False, 90.0, 10000.0),
+                    _pattern_cell("processes", True, 250.0, 3900.0), _pattern_cell("processes", True, 210.0, 4500.0),
+                    _pattern_cell("processes", True, 900.0, 1000.0), _pattern_cell("processes", False, 180.0, 5000.0)],
         "memory": {"steps_early": 10, "steps_late": 100, "hwm_growth_by_node": {"recorder": 1.02, "driver": 1.0},
                    "rss_kb": {"at_checkpoint": {"recorder": {"VmHWM": 100}}, "at_end": {"recorder": {"VmHWM": 102}}},
                    "run": {"record": True, "steps_incomplete": 0, "missing_messages": {}}},
@@ -88,6 +96,20 @@ def test_derived_figures_follow_their_definitions():
     assert doc["rss_growth"] == 1.02
     assert doc["lost_messages"] == 3  # one incomplete step + two missing /clock messages
     assert doc["recorder_single"] == {"added_us": 100.0, "own_us": 42.0}  # single 500 vs 400 µs without
+    # the message pattern: the median over its cells (a disturbed 900 µs cell does not move it)
+    assert doc["pattern_us"] == {"single": {"recorder": 120.0, "no_recorder": 90.0},
+                                 "processes": {"recorder": 250.0, "no_recorder": 180.0}}
+    assert doc["steps_per_s_pattern"] == {"single": 8000.0, "processes": 3900.0}
+    assert doc["ratio_processes_pattern"] == pytest.approx(250.0 / (2 * 140.0))
+    assert doc["own_work_us"] == {"single": 500.0 - 120.0, "processes": 300.0 - 250.0}
+
+
+def test_without_pattern_cells_its_figures_are_none_and_its_section_is_left_out():
+    doc = _synthetic()
+    del doc["pattern"]
+    doc.update(bench.derive(doc))
+    assert doc["ratio_processes_pattern"] is None and doc["own_work_us"] == {"single": None, "processes": None}
+    assert "participants that do nothing" not in bench.table(doc)
 
 
 def test_table_and_json_of_a_document():
@@ -101,6 +123,9 @@ def test_table_and_json_of_a_document():
     assert "0.900" in four and "four-camera figure" not in four
     assert none.endswith("hash_efficiency is the four-camera figure")  # its small ratio is not the target's
     assert json.loads(json.dumps(doc, default=str))["lost_messages"] == 3
+    (single,) = [line for line in text.splitlines() if line.startswith("  single ") and "µs/step" in line]
+    assert single.split() == ["single", "120", "90", "8,000", "380", "µs/step"]  # pattern on / off, own work
+    assert "ratio_processes_pattern" in text and "steps_per_s_pattern.single" in text
 
 
 def test_the_median_of_repeated_runs_is_reported_and_a_failure_always():
@@ -232,6 +257,35 @@ def test_transport_floor_cell_on_a_tiny_sample(ros_lease):
     result = measure(ros_lease, "one_process", "events", 20, warmup=5)
     assert result.service_us["n"] == 20 and result.topic_us["n"] == 20
     assert 0 < result.service_us["median"] < 1e6
+
+
+@pytest.mark.ros
+@pytest.mark.parametrize("layout", ["single", "processes"])
+def test_the_message_pattern_sends_a_steps_messages_and_each_reaches_the_recorders_reader(ros_lease, layout):
+    from simforge_ros.benchmarks.pattern import measure
+
+    recorded = measure(ros_lease, layout, True, 20, warmup=5)
+    assert recorded["per_step_us"]["n"] == 20 and 0 < recorded["per_step_us"]["median"] < 1e6
+    assert recorded["recorder_took"] == 5 * recorded["steps_sent"] == 5 * 25
+    bare = measure(ros_lease, layout, False, 20, warmup=5)
+    assert bare["recorder_took"] is None and bare["per_step_us"]["n"] == 20
+
+
+def test_a_pattern_cell_is_measured_again_then_refused_by_name(monkeypatch):
+    from simforge_ros.benchmarks import pattern
+
+    calls = []
+
+    def never(lease, layout, record, steps):
+        calls.append((layout, record, steps))
+        raise TimeoutError("no answer on /simforge_bench/pattern/step within 2 s")
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    monkeypatch.setattr(pattern, "measure", never)
+    with pytest.raises(bench.BenchTransport, match=r"the message pattern \(processes, recorder's reader on\) "
+                                                   "failed 2 times: no answer on"):
+        bench.pattern_cell("processes", True, 30, tries=2)
+    assert calls == [("processes", True, 30)] * 2
 
 
 def test_wall_summary_leaves_start_up_out():
