@@ -128,6 +128,19 @@ def _ended(domain_id: int, run: Path | None) -> str | None:
     return None if gone is None else f"the run ended meanwhile ({gone})"
 
 
+def _why_unseen(domain_id: int) -> str:
+    """Why no clock master offered its pause service in ``domain_id``. A run's clock master
+    stopped (SIGSTOP, Ctrl-Z, a debugger) cannot answer discovery either, and the run that
+    held the domain was said not to be going on."""
+    holder = domain_holder(domain_id)
+    if holder is None:
+        return "no run is going on there"
+    if holder.startswith("simforge run "):
+        return (f"{holder} holds that domain, but its clock master did not answer: it is stopped (SIGSTOP, "
+                "Ctrl-Z, a debugger), overloaded or still starting; nothing was changed")
+    return f"{holder} holds that domain, not a run"
+
+
 def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> int:
     import rclpy
     from rclpy.node import Node
@@ -145,8 +158,7 @@ def _call(domain_id: int, what: str, wait_s: float, run: Path | None = None) -> 
                 say("pause", ended)
                 return EXIT_FAILURE
             if time.monotonic() >= found_by:
-                say("pause", f"no {service} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: "
-                             "no run is going on there")
+                say("pause", f"no {service} in ROS_DOMAIN_ID={domain_id} within {wait_s:g} s: {_why_unseen(domain_id)}")
                 return EXIT_FAILURE
         # An answer can be lost while discovery is still matching the service's endpoints
         # (see ClockMaster._call): unanswered, the request goes again after 1 s, then 2, ...

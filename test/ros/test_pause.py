@@ -226,8 +226,48 @@ def test_simforge_pause_holds_and_resumes_a_run_from_the_command_line(tmp_path):
         assert "holds once step 0 is done until resumed" in err and f"ROS_DOMAIN_ID={lease.domain_id}" in err
         gone = _simforge("pause", "--wait-s", "0.5", env=env)
     assert gone.returncode == 1
-    assert f"no /simforge/pause in ROS_DOMAIN_ID={lease.domain_id} within 0.5 s" in gone.stderr
+    assert f"no /simforge/pause in ROS_DOMAIN_ID={lease.domain_id} within 0.5 s: no run is going on there" \
+        in gone.stderr
     assert "Traceback" not in gone.stderr
+
+
+def _clock_master_of(run: subprocess.Popen[str]) -> int:
+    from simforge_ros.bench import descendants
+
+    for pid in descendants(run.pid):
+        with contextlib.suppress(OSError):
+            if b"simforge_ros.nodes.clock_master" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
+    raise AssertionError("the run has no clock master process")
+
+
+def test_simforge_pause_says_a_stopped_clock_master_is_not_answering_not_that_no_run_is_there(tmp_path):
+    """A clock master stopped (Ctrl-Z, SIGSTOP, a debugger) answers neither the service nor
+    discovery: pause said "no run is going on there" of a run whose nodes were all there.
+    It names the run holding the domain; the run, continued, ends counted."""
+    env = {k: v for k, v in os.environ.items() if k != "ROS_DOMAIN_ID"}
+    out = tmp_path / "runs"
+    with _simforge_run("right_turn", "--steps", "60", "--real-time-factor", "1", "--json", "--out", str(out),
+                       "--set", "sim_bridge.cameras=[]", env=env) as run:
+        end = time.monotonic() + 60
+        while _recorded(out) < 2:
+            assert run.poll() is None and time.monotonic() < end, "the run never started"
+            time.sleep(0.05)
+        (run_dir,) = list(out.glob("*"))
+        clock_master = _clock_master_of(run)
+        os.kill(clock_master, signal.SIGSTOP)
+        try:
+            stopped = _simforge("pause", "--run", str(run_dir), "--wait-s", "2", env=env)
+        finally:
+            os.kill(clock_master, signal.SIGCONT)
+        stdout, stderr = run.communicate(timeout=120)
+    assert stopped.returncode == 1, stopped.stderr
+    assert f"simforge run {run_dir.name} (pid {run.pid}) holds that domain, but its clock master did not answer: " \
+           "it is stopped (SIGSTOP, Ctrl-Z, a debugger), overloaded or still starting; nothing was changed" \
+           in stopped.stderr, stopped.stderr
+    assert "no run is going on" not in stopped.stderr
+    assert run.returncode == 0, stderr
+    assert json.loads(stdout)["status"] == "counted"
 
 
 @pytest.mark.parametrize(("args", "domain", "needle"), [
