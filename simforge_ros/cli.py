@@ -193,6 +193,14 @@ def _latency_us(text: str | None) -> int:
     return us
 
 
+def _refused_before_any_run(scenario: str, err: Refusal) -> dict[str, Any]:
+    """`--json`'s object for a refusal of the command line itself, before any run was made
+    (--latency-ms): a run's keys, with no run id, no run directory and nothing chained."""
+    return {"run_id": None, "scenario": scenario, "steps": 0, "chain_digest": "0" * 64, "frames_digest": None,
+            "status": "refused", "refusal": {"code": err.code, "step": err.step, "detail": err.detail},
+            "run_dir": None}
+
+
 def _progress_printer(run_id: str, show_progress: bool) -> Callable[[int, int], None]:
     """The per-step progress callback of one run (bound to that run's id)."""
 
@@ -401,7 +409,12 @@ def _run(args: argparse.Namespace) -> int:
         for node in ("clock_master", "sim_bridge"):
             sets.setdefault(node, {})["wait_for_readers"] = wanted
     hold_at = sets.get("clock_master", {}).get("hold_at_step", -1)
-    latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
+    try:
+        latency_us = _latency_us(args.latency_ms) if args.latency_ms is not None else options.get("latency_us", 0)
+    except RateNotMultiple as err:
+        if args.json:  # a script reading --json got nothing for it (main says it on stderr)
+            print(json.dumps(_refused_before_any_run(scenario, err), sort_keys=True), flush=True)
+        raise
     seed = args.seed if args.seed is not None else options.get("seed", 0)
     steps = args.steps if args.steps is not None else options.get("steps", 0)
     record = options.get("record", True)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from simforge_ros import cli
@@ -147,6 +149,26 @@ def test_a_latency_of_a_fraction_of_a_microsecond_is_the_contracts_refusal_exact
         assert cli._latency_us(text) == us, text
     with pytest.raises(cli.ConfigError):
         cli._latency_us("9999999999999999.9990")  # whole, and past int64 microseconds
+
+
+def test_a_latency_refused_before_any_run_still_gives_json_its_object(tmp_path, capsys):
+    """--latency-ms 0.0005 --json printed nothing on stdout (the refusal on stderr alone),
+    where the same latency as clock_master.latency_s gave a run's object with step -1."""
+    from simforge_ros.runner import RunResult
+
+    code = cli.main(["run", "right_turn", "--latency-ms", "0.0005", "--json", "--out", str(tmp_path / "runs")])
+    out, err = capsys.readouterr()
+    assert code == 11
+    said = json.loads(out)
+    assert set(said) == set(RunResult("r", "s", 0, "", "refused", None, "d", 11).to_dict())  # a run's keys
+    assert said["refusal"] == {"code": "rate_not_multiple", "step": -1,
+                               "detail": "--latency-ms 0.0005: not a whole number of microseconds"}
+    assert (said["status"], said["run_dir"], said["run_id"], said["steps"]) == ("refused", None, None, 0)
+    assert err == "simforge: refused:rate_not_multiple before step 0: --latency-ms 0.0005: not a whole number " \
+                  "of microseconds\n"
+    assert not (tmp_path / "runs").exists()  # refused before any run
+    assert cli.main(["run", "right_turn", "--latency-ms", "0.0005", "--out", str(tmp_path / "runs")]) == 11
+    assert capsys.readouterr().out == ""  # without --json, the line on stderr only, as before
 
 
 def test_an_unknown_option_is_named_with_the_usage_of_its_command(capsys):
