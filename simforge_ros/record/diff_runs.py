@@ -302,24 +302,49 @@ def main(argv: Sequence[str] | None = None) -> int:
             for run in runs:
                 if (why := unrepeatable(run.manifest)) is not None:
                     say("diff", f"note: {run.path}: {why}")
-        # a step to look at: none when the second run did none (refused before step 0)
-        did_steps = runs[1].manifest.get("steps")
-        if (not result.identical and result.first != "steps" and result.step is not None
-                and isinstance(did_steps, int) and did_steps > 0):
+        # a step to look at: in the second run where it did that step or was refused there,
+        # else in the first; none where neither did (a run refused before step 0 did none)
+        step = result.step
+        look = _where_to_look(runs, step) if not result.identical and result.first != "steps" else None
+        if look is not None and step is not None:
             # stderr: stdout stays the one line (two, with setup differences) scripts read
-            run_b = shlex.quote(str(args.run_b))
-            if result.step < did_steps:
-                print(f"simforge diff: to look at step {result.step} live, rerun the second run held there: "
-                      f"simforge rerun {run_b} --hold-at-step {result.step}", file=sys.stderr)
-            else:  # its refused step, or past its end: a hold there is never reached (refused: hold_at_step)
-                print(f"simforge diff: to look at step {result.step} live, rerun the second run held at step "
-                      f"{did_steps - 1}, the last it did, and let it do the next (`simforge pause --step`): "
-                      f"simforge rerun {run_b} --hold-at-step {did_steps - 1}", file=sys.stderr)
-            refusal = runs[1].manifest.get("refusal") or {}
-            last = result.step if result.step < did_steps or refusal.get("step") == result.step else did_steps - 1
+            index, hold, then_step = look
+            which, path = ("second", args.run_b) if index == 1 else ("first", args.run_a)
+            path = shlex.quote(str(path))
+            if not then_step:
+                print(f"simforge diff: to look at step {result.step} live, rerun the {which} run held there: "
+                      f"simforge rerun {path} --hold-at-step {hold}", file=sys.stderr)
+            else:  # its refused step: a hold there is never reached (refused: hold_at_step)
+                print(f"simforge diff: to look at step {result.step} live, rerun the {which} run held at step "
+                      f"{hold}, the last it did, and let it do the next (`simforge pause --step`): "
+                      f"simforge rerun {path} --hold-at-step {hold}", file=sys.stderr)
+            # its bag holds the step, or the refused step's /clock
             print(f"simforge diff: or replay what it recorded up to there: simforge play "
-                  f"{run_b} --from-step {max(0, last - _REPLAY_BEFORE)} --to-step {last}", file=sys.stderr)
+                  f"{path} --from-step {max(0, step - _REPLAY_BEFORE)} --to-step {step}",
+                  file=sys.stderr)
     return 0 if result.identical else EXIT_FAILURE
+
+
+def _where_to_look(runs: Sequence[Any], step: int | None) -> tuple[int, int, bool] | None:
+    """Which run shows ``step`` live, and how: (its index, the step to hold it at, whether
+    to let it do one more step from there), or None.
+
+    The second run where it did ``step``, or was refused at it (held at the step before,
+    then one step more); else the first run, the same way. A counted 5-step run against one
+    refused at step 5 part at step 5, which only the refused run reached: a hold at step 4
+    of the counted one, then a step, showed its end ("step 4 was its last")."""
+    if step is None:
+        return None
+    for index in (1, 0):
+        manifest = runs[index].manifest
+        did = manifest.get("steps")
+        if not isinstance(did, int) or did <= 0:
+            continue
+        if step < did:
+            return index, step, False
+        if (manifest.get("refusal") or {}).get("step") == step:
+            return index, did - 1, True
+    return None
 
 
 def unrepeatable(manifest: Mapping[str, Any]) -> str | None:

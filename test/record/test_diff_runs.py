@@ -334,6 +334,20 @@ def test_a_step_the_second_run_never_did_is_looked_at_from_the_step_before(make_
     assert f"simforge play {b} --from-step 5 --to-step 15" in err  # its bag holds the refused step's /clock
 
 
+def test_a_step_only_the_first_run_reached_is_looked_at_in_the_first(make_run: MakeRun,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A run refused at step 5 against a counted 5-step run part at step 5, which the second
+    never reached: diff offered to hold the second at step 4 and step it, and the rerun said
+    "the run ends: step 4 was its last". The first run shows that step."""
+    a, b = make_run("a", steps=20, refuse_at=5), make_run("b", steps=5)
+    assert main([str(a), str(b)]) == 1
+    _out, err = capsys.readouterr()
+    assert (f"to look at step 5 live, rerun the first run held at step 4, the last it did, and let it do the next "
+            f"(`simforge pause --step`): simforge rerun {a} --hold-at-step 4") in err
+    assert f"simforge play {a} --from-step 0 --to-step 5" in err
+    assert f"simforge rerun {b}" not in err and f"simforge play {b}" not in err
+
+
 def test_a_torch_run_not_meant_to_repeat_is_said_so(make_run: MakeRun, capsys: pytest.CaptureFixture[str]) -> None:
     a, b = make_run("a", steps=20), make_run("b", steps=20)
     manifest = json.loads((b / "manifest.json").read_text())
