@@ -202,8 +202,11 @@ class Master:
             for name in ("timing", "action", "applied"):
                 self._pubs[name].publish(self._msgs[name])
 
-    def steps(self, n: int, warmup: int, decision_us: int = 50_000) -> list[float]:
-        """n steps' wall times in microseconds, after ``warmup`` untimed ones."""
+    def steps(self, n: int, warmup: int) -> list[float]:
+        """n steps' wall times in microseconds, after ``warmup`` untimed ones (the stamps
+        those of the timing contract's default period: their values cost nothing here)."""
+        from simforge_ros.core.timing_contract import DEFAULT_DECISION_US as decision_us
+
         out = []
         for step in range(warmup + n):
             t0 = time.perf_counter_ns()
