@@ -24,7 +24,10 @@ from typing import IO
 
 from simforge_ros.shm_cleanup import remove_zombies
 
-LOCK_DIR = Path(tempfile.gettempdir()) / "simforge-domains"
+# One place for the whole machine, whatever TMPDIR says: DDS domains are the machine's,
+# and a shell with a TMPDIR of its own (pam_tmpdir, a CI job's) held its leases apart, so
+# a second run in the same ROS_DOMAIN_ID broke the first ("2 nodes serve /simforge/step").
+LOCK_DIR = Path("/tmp") / "simforge-domains"
 # Fast DDS maps a domain to UDP ports 7400 + 250 * id; ids above 232 overflow the port range.
 DOMAIN_RANGE = range(1, 200)
 

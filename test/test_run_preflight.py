@@ -325,6 +325,18 @@ def test_a_lone_socket_on_a_domains_port_is_not_a_participant():
         assert isolation._has_participants(below)
 
 
+def test_the_leases_are_the_machines_whatever_tmpdir_a_shell_has(tmp_path):
+    """A shell with a TMPDIR of its own (pam_tmpdir, a CI job's) kept its leases apart, and
+    its run joined a domain another run held: the first was refused "2 nodes serve
+    /simforge/step"."""
+    import subprocess
+    import sys
+
+    said = subprocess.run([sys.executable, "-P", "-c", "from simforge_ros import isolation; print(isolation.LOCK_DIR)"],
+                          env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, check=True)
+    assert said.stdout.strip() == "/tmp/simforge-domains"
+
+
 def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):
     """Two users' runs share localhost discovery, so they share the domain leases: the lock
     directory is made like /tmp and each lock file read-write for all; one that this user
