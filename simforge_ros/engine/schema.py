@@ -345,6 +345,15 @@ def _handover(r: _Reader, raw: Any, ego: EgoSpec, duration_us: int) -> Handover:
             f"within {HANDOVER_START_TOLERANCE_M} m of ego.start",
             (path[0].x_m, path[0].y_m),
         )
+    for i in range(1, len(path)):
+        # the replayed ego moves at each segment's speed, and is released at the speed of
+        # the one leading into handover.t_us: a point 1e6 m on within 1 us released it at
+        # 1e12 m/s, and the run counted. Held to the bound of every speed a file gives.
+        a, b = path[i - 1], path[i]
+        speed = math.hypot(b.x_m - a.x_m, b.y_m - a.y_m) / ((b.t_us - a.t_us) / 1e6)
+        if speed > MAX_MAGNITUDE:
+            raise r.fail(f"handover.path[{i}]", f"a pose reached from the one before at most {MAX_MAGNITUDE:.0f} m/s "
+                                                f"(this one: {speed:.6g} m/s)", (b.x_m, b.y_m))
     return Handover(t_us, path)
 
 

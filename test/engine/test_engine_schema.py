@@ -219,6 +219,26 @@ def test_handover_must_start_at_ego_start(write_doc, minimal_doc):
     assert _refused(write_doc, doc).field == "handover.path[0]"
 
 
+def test_a_handover_path_faster_than_any_speed_a_file_may_give_is_refused(write_doc, minimal_doc):
+    """A point 1e6 m on within 1 us released the ego at 1e12 m/s, and the run counted."""
+    doc = minimal_doc()
+    start = doc["ego"]["start"]
+    x0, y0 = start["x_m"], start["y_m"]
+    doc["handover"] = {
+        "t_us": 1_000_000,
+        "path": [
+            {"t_us": 0, "x_m": x0, "y_m": y0, "yaw_rad": 0.0},
+            {"t_us": 999_999, "x_m": x0, "y_m": y0, "yaw_rad": 0.0},
+            {"t_us": 1_000_000, "x_m": x0 + 1_000_000.0, "y_m": y0, "yaw_rad": 0.0},
+        ],
+    }
+    err = _refused(write_doc, doc)
+    assert (err.field, err.got) == ("handover.path[2]", (x0 + 1_000_000.0, y0))
+    assert err.expected == "a pose reached from the one before at most 1000000 m/s (this one: 1e+12 m/s)"
+    doc["handover"]["path"][2]["x_m"] = x0 + 1.0  # 1 m in 1 us: 1e6 m/s, the bound itself
+    assert load_scenario(write_doc(doc)).handover is not None
+
+
 def test_bad_yaml_and_unknown_name(write_doc):
     err = _refused(write_doc, "name: [unclosed\n")
     assert err.field == "<document>"
