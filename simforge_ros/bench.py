@@ -34,7 +34,7 @@ from typing import Any, cast
 from simforge_ros.benchmarks import remove_scratch, scratch_dir
 from simforge_ros.benchmarks.stats import ratio
 from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, ConfigError, SimforgeError
-from simforge_ros.isolation import DISCOVERY_VAR, check_rmw, hold_domain, user_domain
+from simforge_ros.isolation import DISCOVERY_VAR, NoFreeDomain, check_rmw, hold_domain, user_domain
 from simforge_ros.process_tuning import ended_if_stuck, exit_after, tune_process
 
 DEFAULT_OUT = Path("bench-results") / "bench.json"
@@ -678,6 +678,9 @@ def main(argv: list[str] | None = None) -> int:
                 doc = measure_all(plan)
             except BenchTransport as err:
                 print(f"simforge bench: refused: {err.code}: {err}; no JSON is written", file=sys.stderr)
+                return EXIT_FAILURE
+            except NoFreeDomain as err:
+                print(f"simforge bench: {err}; no JSON is written", file=sys.stderr)
                 return EXIT_FAILURE
     print(table(doc))  # the figures first: a write that fails now still leaves them on screen
     try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from simforge_ros.core.errors import SimforgeError
 from simforge_ros.shm_cleanup import remove_zombies
 
 # One place for the whole machine, whatever TMPDIR says: DDS domains are the machine's,
@@ -30,6 +31,11 @@ from simforge_ros.shm_cleanup import remove_zombies
 LOCK_DIR = Path("/tmp") / "simforge-domains"
 # Fast DDS maps a domain to UDP ports 7400 + 250 * id; ids above 232 overflow the port range.
 DOMAIN_RANGE = range(1, 200)
+
+
+class NoFreeDomain(SimforgeError):
+    """Every domain a lease may take is in use (said as "simforge: ...", exit 1; it was an
+    "unexpected error: RuntimeError", and a run directory was left holding only params.yaml)."""
 
 
 @dataclass(frozen=True)
@@ -309,7 +315,7 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
 
     Raises:
         ConfigError: the user's ROS_DOMAIN_ID is not a domain id.
-        RuntimeError: every domain in DOMAIN_RANGE is held by another run.
+        NoFreeDomain: every domain in DOMAIN_RANGE is held by another run, or nodes are in it.
     """
     user = os.environ.get("ROS_DOMAIN_ID", "").strip()
     candidates = [user_domain(user)] if user else list(DOMAIN_RANGE)
@@ -329,8 +335,9 @@ def lease_domain(log_dir: Path | None = None) -> Iterator[DomainLease]:
             chosen = domain_id
             break
     if chosen < 0:
-        raise RuntimeError(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1} (each is "
-                           "held by another run, or DDS participants on this machine are in it)")
+        raise NoFreeDomain(f"no free ROS domain id in {DOMAIN_RANGE.start}..{DOMAIN_RANGE.stop - 1}: each is held by "
+                           "another run, or DDS participants on this machine are in it; wait for a run to end, or "
+                           "give the run a domain of your own (ROS_DOMAIN_ID, 0..232)")
     own_tmp = None
     if log_dir is None:
         own_tmp = tempfile.TemporaryDirectory(prefix="simforge-ros-log-")

@@ -48,6 +48,7 @@ from simforge_ros.drivers.registry import check_planner_cameras
 from simforge_ros.isolation import (
     DISCOVERY_VAR,
     DomainLease,
+    NoFreeDomain,
     check_rmw,
     discovery_range,
     environ_set,
@@ -413,11 +414,11 @@ def run(spec: RunSpec, on_step: Callable[[int, int], None] | None = None) -> Run
             raise
         return _result(spec, {"status": "refused", "steps": 0, "chain_digest": "", "refusal": _ABORTED_AT_START},
                        Aborted.exit_code)
-    except ConfigError:
+    except (ConfigError, NoFreeDomain):
         # a node refused its configuration at start (the single layout builds them here;
-        # processes: runner._not_started): nothing was recorded, and the error says all.
-        # A run directory left behind held a manifest naming another cause, or none, which
-        # every tool then took for a run whose recorder was killed.
+        # processes: runner._not_started), or no domain was free: nothing was recorded, and
+        # the error says all. A run directory left behind held a manifest naming another
+        # cause, or none, which every tool then took for a run whose recorder was killed.
         if created:
             _remove_unstarted(spec.out_dir)
         raise

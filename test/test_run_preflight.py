@@ -337,6 +337,23 @@ def test_the_leases_are_the_machines_whatever_tmpdir_a_shell_has(tmp_path):
     assert said.stdout.strip() == "/tmp/simforge-domains"
 
 
+def test_no_free_domain_is_said_by_name_and_leaves_no_run_directory(tmp_path, monkeypatch, capsys):
+    """Every domain held: "unexpected error: RuntimeError" (exit 1), and a run directory
+    holding only params.yaml, which info then called a run without its manifest."""
+    from simforge_ros import cli, isolation
+
+    monkeypatch.delenv("ROS_DOMAIN_ID", raising=False)
+    monkeypatch.setattr(isolation, "_try_lock", lambda _domain_id: None)  # each held by another run
+    out = tmp_path / "runs"
+    assert cli.main(["run", "right_turn", "--steps", "3", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("simforge: no free ROS domain id in 1..199: each is held by another run, or DDS "
+                          "participants on this machine are in it; wait for a run to end, or give the run a domain "
+                          "of your own (ROS_DOMAIN_ID, 0..232)"), err
+    assert "unexpected" not in err and "Traceback" not in err
+    assert list(out.iterdir()) == []  # no half-made run
+
+
 def test_lock_files_are_shared_by_every_user_of_the_machine(tmp_path, monkeypatch):
     """Two users' runs share localhost discovery, so they share the domain leases: the lock
     directory is made like /tmp and each lock file read-write for all; one that this user
