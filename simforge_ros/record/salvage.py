@@ -281,8 +281,13 @@ def salvage(run: Path, out: Path) -> dict[str, Any]:
         raise BagError(f"{run / 'bag'}: unreadable: {err.strerror or err}") from err
     if len(bags) != 1:
         raise BagError(f"{run / 'bag'}: expected one .mcap file, found {len(bags)} (only MCAP bags are salvaged)")
-    if out.exists():
-        raise RunDirError(out, "exists; a salvaged run is written to a new directory")
+    try:
+        # claimed at once, not looked for and made later: two salvages of one run at once
+        # both found it free, and the one that failed removed what the other was writing
+        out.mkdir(parents=True)
+    except FileExistsError:
+        raise RunDirError(out, "exists (a salvage before, or one going on now); a salvaged run is written to a "
+                               "new directory") from None
     try:
         report = _salvage_into(run, out, bags[0], given)
         _check_verifies(out)

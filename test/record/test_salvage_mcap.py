@@ -219,3 +219,32 @@ def test_a_salvaged_bag_the_disk_cannot_hold_exits_1_naming_where(tmp_path, monk
     assert salvage_module.main([str(run), "--out", str(tmp_path / "kept")]) == 1
     assert capsys.readouterr().err == (f"simforge salvage: {tmp_path / 'kept'}: writing the salvaged run failed: "
                                        "writing the bag failed: OSError: [Errno 28] No space left on device\n")
+
+
+def test_a_second_salvage_while_the_first_writes_is_refused_and_leaves_the_first_alone(tmp_path, monkeypatch):
+    """Two salvages of one run at once: both found --out free, and the one that failed
+    removed the directory the other was writing; neither succeeded (8 of 8)."""
+    from simforge_ros.record import salvage as salvage_module
+    from simforge_ros.record.rundir import RunDirError
+
+    run, out = tmp_path / "run", tmp_path / "run-salvaged"
+    (run / "bag").mkdir(parents=True)
+    (run / "steps.jsonl").write_text("")
+    _bag(run / "bag", steps=1)[0].rename(run / "bag" / "bag.mcap")  # one .mcap in the run's bag
+    refused = []
+
+    def first(_run, into, _bag_path, _given):
+        assert into.is_dir()  # claimed before any work
+        (into / "steps.jsonl").write_text("")  # what the first has written so far
+        with pytest.raises(RunDirError) as err:
+            salvage_module.salvage(run, out)  # the second, meanwhile
+        refused.append(str(err.value))
+        assert (into / "steps.jsonl").is_file()  # the first's work is still there
+        return {"steps": 0}
+
+    monkeypatch.setattr(salvage_module, "_salvage_into", first)
+    monkeypatch.setattr(salvage_module, "_check_verifies", lambda _out: None)
+    assert salvage_module.salvage(run, out) == {"steps": 0}
+    assert refused == [f"{out}: exists (a salvage before, or one going on now); a salvaged run is written to a new "
+                       "directory"]
+    assert (out / "steps.jsonl").is_file()
