@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, Problem, SimforgeError
+from simforge_ros.core.errors import EXIT_FAILURE, EXIT_USAGE, Aborted, ConfigError, Printed, Problem, SimforgeError
 from simforge_ros.params import NODE_PARAMS, read_params_file, validate
 from simforge_ros.record.rundir import PARAMS, RunDir, RunDirError, layout_of, load_run
 from simforge_ros.runner import EXTERNAL, LAYOUTS, SPEC_PARAMS, RunResult, RunSpec
@@ -204,6 +204,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_same_scenario(kept: RunDir, scenario: str) -> None:
+    """Refuse a rerun whose scenario file is no longer the one the kept run had (its digest
+    in the manifest): run in full, it then "did not repeat" from step 0, blaming the vehicle
+    state for a comment edited into the file.
+
+    Raises:
+        ConfigError: the file's bytes changed (a file that is gone or unreadable is left to
+            the run, which names it).
+    """
+    from simforge_ros.engine.catalog import scenario_digest
+
+    was = (kept.manifest.get("digests") or {}).get("scenario_file")
+    now = scenario_digest(scenario)
+    if isinstance(was, str) and was and now is not None and now != was:
+        raise ConfigError.single(
+            "RUN", "scenario", f"its scenario file as the run had it (sha256 {was[:16]}); to run the file as it is "
+            f"now: simforge run --params-file {kept.path / PARAMS}", Printed(f"{scenario}, changed since (sha256 "
+                                                                          f"{now[:16]})"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Exit 0 when the rerun repeated the kept run, 1 when it did not, 2 on bad input."""
     from simforge_ros.record.diff_runs import compare_runs, describe_setup, to_json, unrepeatable
@@ -248,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
         out_dir = (Path(into) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
+        _check_same_scenario(kept, spec.scenario)
         upto = interrupted_after(kept)
         if upto is not None:  # the steps it had done when it was stopped
             spec = dataclasses.replace(spec, steps=upto)

@@ -234,3 +234,30 @@ def test_a_run_without_params_yaml_is_asked_again_what_its_nodes_reported() -> N
     with pytest.raises(ConfigError, match=r"manifest.json \(its nodes' parameters\): clock_master.seed"):
         params_from_manifest(run)  # type: ignore[arg-type]
     assert params_from_manifest(SimpleNamespace(path=Path("/r"), manifest={"nodes": {}})) is None  # type: ignore[arg-type]
+
+
+def test_a_scenario_file_changed_since_the_run_is_named_before_the_rerun(tmp_path: Path) -> None:
+    """A comment added to the scenario file: the whole rerun ran, then "did not repeat:
+    first difference at step 0: vehicle state differed first" (scenario-file audit)."""
+    import hashlib
+
+    from simforge_ros.engine.catalog import _resolve
+    from simforge_ros.rerun import _check_same_scenario
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_bytes(_resolve("right_turn").read_bytes())
+    kept = SimpleNamespace(path=tmp_path / "run", manifest={
+        "digests": {"scenario_file": hashlib.sha256(mine.read_bytes()).hexdigest()}})
+    _check_same_scenario(kept, str(mine))  # the same bytes: rerun
+    was = kept.manifest["digests"]["scenario_file"]
+    mine.write_bytes(mine.read_bytes() + b"# an edit\n")
+    with pytest.raises(ConfigError) as err:
+        _check_same_scenario(kept, str(mine))
+    now = hashlib.sha256(mine.read_bytes()).hexdigest()
+    assert str(err.value) == (
+        f"RUN: scenario: expected its scenario file as the run had it (sha256 {was[:16]}); to run the file as it is "
+        f"now: simforge run --params-file {tmp_path / 'run' / 'params.yaml'}, got {mine}, changed since (sha256 "
+        f"{now[:16]})")
+    _check_same_scenario(SimpleNamespace(path=kept.path, manifest={"digests": {"scenario_file": None}}), str(mine))
+    mine.unlink()  # gone: the run names it, as before
+    _check_same_scenario(kept, str(mine))

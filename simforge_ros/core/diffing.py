@@ -222,6 +222,11 @@ def describe(result: DiffResult) -> str:
         return (f"every step record is the same ({result.steps} steps), but the messages no chain holds differ "
                 f"({result.field}: {format_value(result.a)} vs {format_value(result.b)})")
     phrase = _PHRASES.get(result.first or "", result.first or "?")
+    if result.field == "timing.world_digest":
+        # the vehicle state's category (`first` in JSON), but the ego's state is the same:
+        # what else the world holds (actors, signals, its scenario file's bytes, the seed)
+        # differs. A comment edited into a scenario file was "vehicle state differed first".
+        phrase = "the world (the vehicle state the same; actors, signals, the scenario file or the seed)"
     also = "; camera frames differ at this step too" if result.frames_differ and result.first != "frames" else ""
     return (
         f"first difference at step {result.step}: {phrase} differed first "

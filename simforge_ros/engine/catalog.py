@@ -102,6 +102,15 @@ def _resolve(name_or_path: str | Path) -> Path:
     raise ScenarioError(str(name_or_path), "name", f"one of {list_scenarios()}", str(name_or_path))
 
 
+def scenario_digest(name_or_path: str | Path) -> str | None:
+    """The SHA-256 of the file a scenario name or path resolves to now (a run's manifest
+    keeps it as digests.scenario_file), or None where there is none to read."""
+    try:
+        return hashlib.sha256(_resolve(name_or_path).read_bytes()).hexdigest()
+    except (ScenarioError, OSError):
+        return None
+
+
 def load_scenario(name_or_path: str | Path) -> Scenario:
     """Load and validate a scenario by name or path; ScenarioError names file and field."""
     path = _resolve(name_or_path)

@@ -122,3 +122,20 @@ def test_describe_says_when_frames_differ_too() -> None:
     assert "too" not in describe(frames)
     long = DiffResult(False, 3, "controller", "action.steer_rad", MISSING, "x" * 200, 3)
     assert "(action.steer_rad: missing vs 'xxx" in describe(long) and describe(long).endswith("...)")
+
+
+def test_a_world_digest_alone_is_the_world_not_the_vehicle_state() -> None:
+    """A comment edited into a scenario file changes the world digest (its bytes start the
+    chain) and nothing of the ego: diff said "vehicle state differed first". The category
+    (JSON's `first`) stays the documented "state"."""
+    a, b = runs()
+    for k, record in enumerate(a):
+        record["timing"]["world_digest"] = f"{k:016x}"  # type: ignore[index]
+    b = copy.deepcopy(a)
+    for later in b:
+        later["timing"]["world_digest"] = "f" * 16  # type: ignore[index]
+    result = diff_steps(a, b)
+    assert (result.step, result.first, result.field) == (0, "state", "timing.world_digest")
+    assert describe(result) == (
+        "first difference at step 0: the world (the vehicle state the same; actors, signals, the scenario file "
+        f"or the seed) differed first (timing.world_digest: '{0:016x}' vs '{'f' * 16}')")
