@@ -97,6 +97,10 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "run_id": manifest["run_id"],
         "run_dir": str(run.path),
         "scenario": manifest.get("scenario"),
+        # which file, and which bytes of it: a copy of a shipped scenario with its name kept
+        # was said as that scenario, and `info` named no file and no digest
+        "scenario_file": {"given": bridge.get("scenario"),
+                          "sha256": _at(manifest, "digests").get("scenario_file")},
         "seed": manifest.get("seed"),
         "status": manifest["status"],
         "refusal": manifest["refusal"],
@@ -122,6 +126,15 @@ def run_info(run: RunDir) -> dict[str, Any]:
         "bag_problem": bag_problem,
         "versions": dict(_at(manifest, "versions")),
     }
+
+
+def _scenario_file(name: object, file: Mapping[str, Any]) -> str:
+    """" (file PATH, sha256 ABC...)" of a run's scenario: the path where one was given, not
+    a shipped scenario's name; nothing where neither is known (a salvage of nothing)."""
+    given, sha = file.get("given"), file.get("sha256")
+    parts = ([f"file {given}"] if isinstance(given, str) and given and given != name else []) + (
+        [f"sha256 {sha[:16]}"] if isinstance(sha, str) and sha else [])
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _shown(value: object) -> str:
@@ -186,7 +199,7 @@ def describe(info: Mapping[str, Any]) -> list[str]:
     if refusal is not None and refusal.get("detail"):
         lines.append(f"           {one_line(str(refusal['detail']), 2000)}")
     lines += [
-        f"scenario   {info['scenario']}, seed {info['seed']}",
+        f"scenario   {info['scenario']}{_scenario_file(info['scenario'], info['scenario_file'])}, seed {info['seed']}",
         f"driver     {info['driver']['policy'] or '?'}{_process(info['driver'])}",
         f"bridge     {bridge.get('backend') or '?'}: {rig}{_process(bridge)}",
         f"layout     {info['layout']}",

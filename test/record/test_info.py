@@ -168,3 +168,21 @@ def test_a_run_whose_nodes_never_said_their_parameters_has_no_driver_named(make_
     assert json.loads(capsys.readouterr().out)["driver"]["policy"] is None
     assert main([str(run)]) == 0
     assert "driver     ?" in capsys.readouterr().out.splitlines()
+
+
+def test_the_scenario_line_names_the_file_and_its_digest(make_run):
+    """A copy of right_turn with its name kept was said "scenario   right_turn, seed 0", as
+    the shipped one: which file, and which bytes of it, were nowhere (scenario-file audit)."""
+    run = make_run("mine", steps=10)
+    manifest_path = run / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["scenario"] = "right_turn"
+    manifest["nodes"]["sim_bridge"]["params"]["scenario"] = "/work/rt_mod.yaml"
+    manifest.setdefault("digests", {})["scenario_file"] = "ab" * 32
+    manifest_path.write_text(json.dumps(manifest))
+    info = run_info(load_run(run))
+    assert info["scenario_file"] == {"given": "/work/rt_mod.yaml", "sha256": "ab" * 32}
+    assert f"scenario   right_turn (file /work/rt_mod.yaml, sha256 {'ab' * 8}), seed {info['seed']}" in describe(info)
+    manifest["nodes"]["sim_bridge"]["params"]["scenario"] = "right_turn"  # the shipped one: its name says it
+    manifest_path.write_text(json.dumps(manifest))
+    assert f"scenario   right_turn (sha256 {'ab' * 8}), seed {info['seed']}" in describe(run_info(load_run(run)))
