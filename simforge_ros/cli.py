@@ -193,6 +193,32 @@ def _latency_us(text: str | None) -> int:
     return us
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost directory of ``path`` not there yet (what --out's checks will make),
+    or None when ``path`` is there."""
+    missing = None
+    for part in (path, *path.parents):
+        if part.exists():
+            break
+        missing = part
+    return missing
+
+
+def _remove_empty(path: Path, up_to: Path | None) -> None:
+    """Remove ``path`` and its parents up to ``up_to``, each only while empty: the folders
+    --out made for a run refused before it began (a scenario the bridge refused left
+    `newout/deep/er` behind, empty)."""
+    if up_to is None:
+        return
+    for part in (path, *path.parents):
+        try:
+            part.rmdir()  # only an empty directory
+        except OSError:
+            return
+        if part == up_to:
+            return
+
+
 def _refused_before_any_run(scenario: str, err: Refusal) -> dict[str, Any]:
     """`--json`'s object for a refusal of the command line itself, before any run was made
     (--latency-ms): a run's keys, with no run id, no run directory and nothing chained."""
@@ -442,11 +468,12 @@ def _run(args: argparse.Namespace) -> int:
     for name in unread_by_policy(driver, sets.get("driver", {})):
         print(f"simforge: note: driver.{name} is read by the torch planner only (--driver torch); "
               f"the {driver} driver ignores it", file=sys.stderr)
+    made = _first_missing(out_root)
     problem = out_dir_problem(args.out)
     if problem is not None:
         raise ConfigError.single("--out", "out", f"a directory simforge can create and write to ({problem})",
                                  args.out)
-    results = []
+    results: list[RunResult] = []
     show_progress = sys.stderr.isatty() and not args.json
     with _BetweenRuns(keep=args.own_process) as between:
         for index in range(args.repeat):
@@ -457,7 +484,12 @@ def _run(args: argparse.Namespace) -> int:
             run_id = new_run_id(scenario, seed, index)
             spec = spec_of(run_id)
             with between.run_taking_them():
-                result = run(spec, _progress_printer(run_id, show_progress))
+                try:
+                    result = run(spec, _progress_printer(run_id, show_progress))
+                except SimforgeError:
+                    if not results:  # refused before any run (a scenario the bridge refused at start)
+                        _remove_empty(out_root, made)
+                    raise
             _report(args, spec, result, hold_at, show_progress)
             results.append(result)
             if result.refusal is not None and result.refusal.get("code") == "aborted":

@@ -365,3 +365,24 @@ def test_a_files_rig_holding_the_planners_cameras_stays_in_a_torch_run(capsys):
     overridden = {"sim_bridge": {"cameras": ["chase"]}}
     cli._planner_rig("p.yaml", overridden, {"sim_bridge": {"cameras": ["front", "left", "rear", "right"]}})
     assert overridden["sim_bridge"] == {"cameras": ["chase"]} and capsys.readouterr().err == ""
+
+
+def test_the_out_folders_made_for_a_run_refused_before_it_began_are_removed(tmp_path, monkeypatch, capsys):
+    """A scenario the bridge refused at start: exit 2, no run directory, but --out's
+    folders stayed, empty (`newout/deep/er`; ./runs without --out). Folders that were there
+    already, and ones a run of a --repeat has written into, are kept."""
+    from simforge_ros import runner
+
+    def refused(spec, _progress=None):
+        raise cli.ConfigError.single("sim_bridge", "scenario", "a scenario the embedded backend can load", "x")
+
+    monkeypatch.setattr(runner, "run", refused)
+    (tmp_path / "there").mkdir()
+    out = tmp_path / "there" / "newout" / "deep" / "er"
+    assert cli.main(["run", "right_turn", "--steps", "3", "--out", str(out)]) == 2
+    assert "sim_bridge: scenario: expected a scenario the embedded backend can load" in capsys.readouterr().err
+    assert list((tmp_path / "there").iterdir()) == []  # what it made, gone; what was there, kept
+    out.mkdir(parents=True)
+    (out / "mine.txt").write_text("a user's")
+    assert cli.main(["run", "right_turn", "--steps", "3", "--out", str(out)]) == 2
+    assert (out / "mine.txt").read_text() == "a user's"
