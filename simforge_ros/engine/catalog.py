@@ -20,8 +20,9 @@ from simforge_ros.resources import find_dirs
 
 
 class _Loader(UniqueKeyLoader):
-    """PyYAML's safe loader, reading a number with an exponent and no dot (``5e1``) as a
-    float, as YAML 1.2 does (PyYAML follows YAML 1.1 there and read the string '5e1'), and
+    """PyYAML's safe loader, reading a number with an exponent and no dot (``5e1``), or a
+    sign before its dot (``-.5``), as a float, as YAML 1.2 does (PyYAML follows YAML 1.1
+    there and read the strings '5e1' and '-.5', refused as "expected a finite number"), and
     refusing a key given twice (the last one was kept silently)."""
 
 
@@ -33,7 +34,7 @@ _INT = "tag:yaml.org,2002:int"
 _FLOAT = "tag:yaml.org,2002:float"
 _INT_FORM = re.compile(r"^[-+]?(0|[1-9][0-9_]*|0x[0-9a-fA-F][0-9a-fA-F_]*)$")
 _FLOAT_FORM = re.compile(r"""^(?:[-+]?[0-9][0-9_]*\.[0-9_]*(?:[eE][-+][0-9]+)?
-                    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+                    |[-+]?\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
                     |[-+]?\.(?:inf|Inf|INF)
                     |\.(?:nan|NaN|NAN))$""", re.X)
 # a dict and lists of _Loader's own: the inherited ones are every other loader's too

@@ -130,6 +130,19 @@ def test_non_integer_time(write_doc, minimal_doc):
     assert err.expected == "integer microseconds"
 
 
+def test_a_sign_before_a_leading_dot_is_a_number(write_doc, minimal_doc):
+    """`.5` and `+0.5` were numbers and `-.5` the string '-.5': "expected a finite number,
+    got '-.5'" (scenario-file audit)."""
+    import yaml
+
+    doc = minimal_doc()
+    doc["ego"]["start"]["yaw_rad"], doc["ego"]["start"]["speed_mps"] = "@Y@", "@V@"
+    text = yaml.safe_dump(doc, sort_keys=False).replace("'@Y@'", "-.5").replace("'@V@'", "+.25")
+    sc = load_scenario(write_doc(text, "signed_dot"))
+    assert (sc.ego.start.yaw_rad, sc.ego.start_speed_mps) == (-0.5, 0.25)
+    assert _refused(write_doc, text.replace("-.5", "-.x", 1)).field == "ego.start.yaw_rad"  # still text
+
+
 def test_float_duration_refused(write_doc, minimal_doc):
     doc = minimal_doc()
     doc["duration_us"] = 20_000_000.0
