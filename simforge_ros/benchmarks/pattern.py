@@ -18,7 +18,6 @@ as this module with ``--peer``).
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
@@ -290,30 +289,20 @@ _ROLES: dict[str, Any] = {"bridge": Bridge, "driver": Driver, "recorder": Record
 
 
 def _peer_main(args: argparse.Namespace) -> int:
-    import rclpy
     from std_msgs.msg import UInt64
 
-    from simforge_ros.nodes.common import RECORD_QOS, make_executor, spin_until
+    from simforge_ros.benchmarks.transport import PeerNode, serve_peer
+    from simforge_ros.nodes.common import RECORD_QOS, make_executor
 
-    rclpy.init(args=[])
     stopped: list[bool] = []
-    try:
+
+    def build() -> PeerNode:
         role = _ROLES[args.peer](None)
         role.node.create_subscription(UInt64, STOP, lambda _m: stopped.append(True), RECORD_QOS)
-        executor = make_executor(None)
-        executor.add_node(role.node)
-        spin_until(executor, lambda: bool(stopped), args.seconds)
-        spin_until(executor, lambda: False, 0.2)  # a record message the stop overtook
-        if isinstance(role, Recorder):
-            print(f"taken {role.taken}", flush=True)
-    except BaseException:
-        if rclpy.ok():
-            rclpy.shutdown()
-        raise
-    # as the transport floor's peer: leave without tearing the node down (rclpy's teardown
-    # of an EventsExecutor node was seen to spin at 100% CPU); the OS reclaims the rest
-    sys.stderr.flush()
-    os._exit(0)
+        said = (lambda: f"taken {role.taken}") if isinstance(role, Recorder) else None
+        return PeerNode(role.node, make_executor(None), lambda: bool(stopped), said)
+
+    serve_peer(build, args.seconds, linger_s=0.2)  # 0.2 s: a record message the stop overtook
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,10 +13,10 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from simforge_ros.benchmarks.stats import summary
 
@@ -229,27 +229,53 @@ def _end_peer(peer: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
     peer.wait()
 
 
-def _peer_main(args: argparse.Namespace) -> int:
+def serve_peer(build: Callable[[], PeerNode], seconds: float, linger_s: float = 0.1) -> NoReturn:
+    """A bench peer process's life (this floor's echo, the message pattern's participants):
+    the node ``build`` makes, spun until it is told to stop or ``seconds`` pass, then
+    ``linger_s`` more for what is still on its way (its last answers out, a message the
+    stop overtook in), then what it has to say on stdout.
+
+    It leaves without tearing the node down: destroying it (even detached first) was seen
+    to spin at 100% CPU in rclpy's EventHandler.__exit__ until killed, and this process has
+    nothing left to keep. Its answers are out; the OS reclaims the rest.
+    """
     import rclpy
 
     from simforge_ros.nodes.common import spin_until
 
     rclpy.init(args=[])
     try:
-        echo = Echo(None)
-        executor = make_executor(args.executor, None)
-        executor.add_node(echo.node)
-        spin_until(executor, lambda: echo.stop, args.seconds)
-        spin_until(executor, lambda: False, 0.1)  # let the last answers leave
+        peer = build()
+        peer.executor.add_node(peer.node)
+        spin_until(peer.executor, peer.stopped, seconds)
+        spin_until(peer.executor, lambda: False, linger_s)
+        if peer.last_words is not None:
+            print(peer.last_words(), flush=True)
     except BaseException:
         if rclpy.ok():
             rclpy.shutdown()
         raise
-    # Leave without tearing the node down: destroying it (even detached first) was seen
-    # to spin at 100% CPU in rclpy's EventHandler.__exit__ until killed, and this process
-    # has nothing left to keep. Its answers are out; the OS reclaims the rest.
     sys.stderr.flush()
     os._exit(0)
+
+
+@dataclass(frozen=True)
+class PeerNode:
+    """What serve_peer spins: a node, its executor, whether it was told to stop, and what
+    it says as it leaves (None: nothing)."""
+
+    node: Any
+    executor: Any
+    stopped: Callable[[], bool]
+    last_words: Callable[[], str] | None = None
+
+
+def _peer_main(args: argparse.Namespace) -> int:
+    def build() -> PeerNode:
+        echo = Echo(None)
+        return PeerNode(echo.node, make_executor(args.executor, None), lambda: echo.stop)
+
+    serve_peer(build, args.seconds)
 
 
 def main(argv: list[str] | None = None) -> int:
