@@ -259,6 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         params["clock_master"].update(real_time_factor=args.real_time_factor, hold_at_step=args.hold_at_step)
         for node in ("clock_master", "sim_bridge"):  # a stack's reader the kept run waited for is not here
             params.setdefault(node, {}).pop("wait_for_readers", None)
+        if isinstance(scenario := params.get("sim_bridge", {}).get("scenario"), str):
+            _check_same_scenario(kept, scenario)  # before --out is made
         # next to the kept run unless told (its parent as given: `rerun .` from inside it wrote into it)
         into = args.out if args.out is not None else os.path.dirname(os.path.abspath(kept.path))
         if (problem := out_dir_problem(into)) is not None:  # as `simforge run`'s
@@ -268,7 +270,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_id = f"{kept.manifest['run_id']}-rerun-{secrets.token_hex(3)}"
         out_dir = (Path(into) / run_id).resolve()
         spec = spec_for(kept, params, out_dir, run_id, args.layout or layout_of(kept))
-        _check_same_scenario(kept, spec.scenario)
         upto = interrupted_after(kept)
         if upto is not None:  # the steps it had done when it was stopped
             spec = dataclasses.replace(spec, steps=upto)
